@@ -1,0 +1,60 @@
+"""The contract between the evaluator's workers and backend plugins.
+
+``backend_compile`` returns a :class:`CompiledCandidate` or a :class:`CompileFailure`;
+``backend_run`` returns a :class:`RunOutput`. These objects live inside a sandboxed worker
+process (they hold the candidate's loaded module) and never travel to the caller, except
+``CompileFailure``, which is plain data. Nothing here loads or runs candidate code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from kz_core.model import Verdict
+
+
+@attrs.frozen
+class CompiledCandidate:
+    """A candidate loaded and compiled inside a worker.
+
+    :ivar backend: the backend name that compiled it.
+    :ivar model_class: the module's ``ModelNew`` class.
+    :ivar namespace: the loaded module's globals, for backends that inspect them.
+    :ivar notes: facts worth reporting (kernels found, cache hits), as short strings.
+    """
+
+    backend: str
+    model_class: type
+    namespace: dict[str, Any] = attrs.field(factory=dict, repr=False)
+    notes: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class CompileFailure:
+    """Why a candidate could not be compiled: plain data, safe to send to the caller.
+
+    :ivar message: one line for people, e.g. ``"NVRTC: 2 errors"``.
+    :ivar log: the compiler's full log, with line numbers of the candidate's source.
+    :ivar verdict: ``compile_error`` for compiler errors, ``format_error`` for a source
+        without ``ModelNew``.
+    :ivar line: 1-based line of the first error in the candidate's source, when known.
+    """
+
+    message: str
+    log: str = ""
+    verdict: Verdict = Verdict.COMPILE_ERROR
+    line: int | None = None
+
+
+@attrs.frozen
+class RunOutput:
+    """One forward call's outputs and the proof that the backend's kernels ran.
+
+    :ivar outputs: what ``model(*inputs)`` returned, unchanged.
+    :ivar launches: kernel launches of the backend counted during the call.
+    """
+
+    outputs: Any
+    launches: int

@@ -1,0 +1,118 @@
+"""The ``kz`` command line: a click group whose subcommands all come from plugins.
+
+The core's own commands (``plugins``, ``config``, ``problems``, ...) are default plugins that
+implement ``register_commands``, exactly as a third party's would. This module owns the
+group, the options every command shares (``--preset``, ``key=value`` overrides, ``-v``/``-q``)
+and the translation of expected failures into one clear message and exit status 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.console import Console
+
+from kz_core import __version__
+from kz_core.config import ConfigError, KzConfig, load_config
+from kz_core.logs import console_level, setup_logging
+
+#: Results go to standard output; messages and progress to standard error.
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True)
+
+
+class KzUsageError(click.ClickException):
+    """An expected failure: printed as one line starting with 'kz:', exit status 2."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"kz: {self.format_message()}", err=True)
+
+
+def _count_option(name: str, short: str, help_text: str) -> Callable:
+    return click.option(short, f"--{name}", count=True, expose_value=True, help=help_text)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@_count_option("verbose", "-v", "Show debug messages.")
+@_count_option("quiet", "-q", "Show warnings and errors only (-qq: errors only).")
+@click.version_option(__version__, prog_name="kz")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: int) -> None:
+    """kz: train and evaluate language models that write fast, correct GPU kernels.
+
+    Every command accepts --preset NAME and key=value config overrides
+    (see `kz config show`).
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["verbose"] = verbose
+    ctx.obj["quiet"] = quiet
+    setup_logging(console_level(verbose, quiet))
+
+
+def config_options(command: Callable) -> Callable:
+    """Give a command ``--preset``, ``-v``/``-q`` and ``key=value`` overrides.
+
+    The wrapped function receives ``config`` (the resolved :class:`KzConfig`) instead of
+    ``preset`` and ``overrides``; logging is set from ``log.level`` and the -v/-q counts.
+    """
+
+    @click.option("--preset", default=None, metavar="NAME", help="A shipped preset's name or a YAML file's path.")
+    @_count_option("verbose", "-v", "Show debug messages.")
+    @_count_option("quiet", "-q", "Show warnings and errors only.")
+    @click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
+    @functools.wraps(command)
+    def wrapper(*args: Any, preset: str | None, overrides: tuple[str, ...], verbose: int, quiet: int, **kwargs: Any) -> Any:
+        config = resolve_config(preset, overrides)
+        ctx = click.get_current_context()
+        root = ctx.find_root().obj or {}
+        verbose += root.get("verbose", 0)
+        quiet += root.get("quiet", 0)
+        setup_logging(console_level(verbose, quiet, default=config.log.level))
+        return command(*args, config=config, **kwargs)
+
+    return wrapper
+
+
+def resolve_config(preset: str | None, overrides: tuple[str, ...] | list[str]) -> KzConfig:
+    """``load_config`` with its errors turned into a usage error."""
+    try:
+        return load_config(preset, list(overrides))
+    except ConfigError as exc:
+        raise KzUsageError(str(exc)) from exc
+
+
+def _register_commands() -> None:
+    from kz_core.plugins import PluginError, get_plugin_manager
+
+    try:
+        pm = get_plugin_manager()
+    except PluginError as exc:
+        click.echo(f"kz: {exc}", err=True)
+        sys.exit(2)
+    if not getattr(cli, "_kz_commands_registered", False):
+        pm.hook.register_commands(cli=cli)
+        cli._kz_commands_registered = True  # type: ignore[attr-defined]
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point of the ``kz`` console script."""
+    from kz_core.plugins import PluginError
+    from kz_core.problems.base import ProblemSourceError
+
+    setup_logging("INFO")
+    _register_commands()
+    try:
+        return cli.main(args=argv, prog_name="kz")
+    except (PluginError, ProblemSourceError) as exc:
+        click.echo(f"kz: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""``kz config show``: the resolved configuration, after preset and overrides."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from kz_core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_commands(cli):
+    from kz_core.cli import config_options
+
+    @cli.group(name="config")
+    def config_group() -> None:
+        """Inspect configuration."""
+
+    @config_group.command(name="show")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
+    @click.option("--presets", "list_presets", is_flag=True, help="List the shipped presets instead.")
+    @config_options
+    def show(config, as_json: bool, list_presets: bool) -> None:
+        """Print the resolved config: defaults, then --preset, then KEY=VALUE overrides."""
+        from kz_core.config import available_presets, to_container, to_yaml
+
+        if list_presets:
+            click.echo("\n".join(available_presets()))
+        elif as_json:
+            click.echo(json.dumps(to_container(config), indent=2))
+        else:
+            click.echo(to_yaml(config), nl=False)

@@ -1,0 +1,201 @@
+"""Typed configuration: one structured config per component, YAML presets, overrides.
+
+The resolved config is the structured defaults below, then a preset (a YAML file shipped in
+``kz_core/presets/``, or a path to one), then ``key=value`` overrides from the command
+line, in that order. Every field carries a comment with its meaning, unit and default.
+``kz config show [--preset NAME] [key=value ...]`` prints the result.
+
+This module must not import torch or any plugin: it is loaded by every command.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+
+class ConfigError(ValueError):
+    """A preset or override that cannot be applied; the message says what to do."""
+
+
+@dataclass
+class RunConfig:
+    # Folder that holds run directories; each run writes its config, log and journal there.
+    root: str = "runs"
+    # Name of this run's directory under `root`; empty: a timestamp such as 20261129-171900.
+    name: str = ""
+    # Seed for everything seedable that is not secret (sampling, shuffling).
+    seed: int = 0
+
+
+@dataclass
+class LogConfig:
+    # Console level: DEBUG, INFO, WARNING or ERROR (-v sets DEBUG, -q sets WARNING).
+    level: str = "INFO"
+    # Log file name inside the run directory (always written at DEBUG level); empty: none.
+    file: str = "kz.log"
+
+
+@dataclass
+class ProblemsConfig:
+    # Where problems come from: a directory of .py files, a .jsonl file,
+    # `hf:ScalingIntelligence/KernelBench` (Hugging Face dataset), or `examples`
+    # (the problems shipped with kz).
+    source: str = "examples"
+    # Keep only this KernelBench level (1-4); null: every level.
+    level: int | None = None
+    # Keep only these problem ids, e.g. "1-10,15"; empty: every id.
+    ids: str = ""
+    # Keep only names matching this pattern (case-insensitive glob; a pattern without
+    # * ? [ matches as a substring); empty: every name.
+    name: str = ""
+
+
+@dataclass
+class PolicyConfig:
+    # Which sampler answers `sample_completions`: `hf` (transformers, kz-policy-hf).
+    sampler: str = "hf"
+    # Model for the Coder: a Hugging Face model id or a local checkpoint folder.
+    model: str = ""
+    # Model for the Proposer; empty: the Coder's model, one model with two roles.
+    proposer_model: str = ""
+    # Torch device for sampling: `auto` (the first GPU, else the CPU), `cpu`, `cuda:N`.
+    device: str = "auto"
+    # Weights' dtype while sampling: `auto` (bfloat16 on a GPU, float32 on a CPU) or a
+    # torch dtype name.
+    dtype: str = "auto"
+    # Softmax temperature; 0 means greedy decoding.
+    temperature: float = 0.8
+    # Nucleus sampling: keep the smallest token set whose probability reaches top_p.
+    top_p: float = 0.95
+    # Most tokens generated per completion.
+    max_new_tokens: int = 1024
+    # Prompts per `generate` call (each expanded to n samples).
+    batch_size: int = 8
+    # Sampling seed; the same seed, prompts and model give the same completions.
+    seed: int = 0
+
+
+@dataclass
+class RewardConfig:
+    # Which reward answers `shape_rewards`: `cagrpo` (kz-reward-cagrpo).
+    name: str = "cagrpo"
+    # CA-GRPO gate: speed counts once a group's correctness rate reaches tau (0..1].
+    tau: float = 0.5
+    # Weight of the speed term for correct samples; below 1, so that a correct sample
+    # always outranks an incorrect one.
+    speed_weight: float = 0.5
+    # The speed term is clip(log2(speedup), -speed_clip, speed_clip).
+    speed_clip: float = 1.0
+    # Baseline the speedup is taken against: `eager` or `compile`.
+    speed_baseline: str = "eager"
+    # Reward of an incorrect sample (wrong outputs).
+    incorrect_reward: float = 0.0
+    # Reward of a sample that failed to compile.
+    compile_error_reward: float = -0.5
+    # Reward of a sample that raised, crashed or timed out.
+    runtime_error_reward: float = -0.5
+    # Reward of a format error or a hack caught by a guard: the lowest of all.
+    hack_reward: float = -1.0
+    # Options for third-party rewards, passed through untouched.
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class KzConfig:
+    run: RunConfig = field(default_factory=RunConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    problems: ProblemsConfig = field(default_factory=ProblemsConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+
+
+PRESET_PACKAGE = "kz_core.presets"
+
+
+def available_presets() -> list[str]:
+    """Names of the presets shipped inside the package (YAML files without ``.yaml``)."""
+    folder = importlib.resources.files(PRESET_PACKAGE)
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def _read_preset(preset: str) -> DictConfig:
+    path = Path(preset)
+    if preset.endswith((".yaml", ".yml")) and path.is_file():
+        text = path.read_text(encoding="utf-8")
+    else:
+        resource = importlib.resources.files(PRESET_PACKAGE) / f"{preset}.yaml"
+        if not resource.is_file():
+            raise ConfigError(
+                f"unknown preset {preset!r}: choose one of {', '.join(available_presets())}, "
+                "or give the path of a .yaml file"
+            )
+        text = resource.read_text(encoding="utf-8")
+    try:
+        loaded = OmegaConf.create(text)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"preset {preset!r} is not valid YAML: {exc}") from exc
+    if loaded is None:
+        return OmegaConf.create({})
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"preset {preset!r} must be a mapping of sections, not a list")
+    return loaded
+
+
+def _check_override(item: str) -> None:
+    if "=" not in item or item.startswith("="):
+        raise ConfigError(f"override {item!r} is not of the form key=value (e.g. run.seed=3)")
+
+
+def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> KzConfig:
+    """Resolve the config: structured defaults, then ``preset``, then ``overrides``.
+
+    :param preset: a shipped preset's name, or the path of a YAML file; None: defaults only.
+    :param overrides: ``key=value`` strings in omegaconf's dotlist syntax.
+    :returns: a read-only structured config that behaves as a :class:`KzConfig`.
+    :raises ConfigError: unknown preset, unknown key, or a value of the wrong type.
+    """
+    config = OmegaConf.structured(KzConfig)
+    layers: list[tuple[str, DictConfig]] = []
+    if preset:
+        layers.append((f"preset {preset!r}", _read_preset(preset)))
+    for item in overrides:
+        _check_override(item)
+    if overrides:
+        try:
+            layers.append(("the command line", OmegaConf.from_dotlist(list(overrides))))
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"cannot parse overrides {list(overrides)}: {exc}") from exc
+    for origin, layer in layers:
+        try:
+            config = OmegaConf.merge(config, layer)
+        except OmegaConfBaseException as exc:
+            key = getattr(exc, "full_key", "") or ""
+            raise ConfigError(
+                f"{origin}: {_first_line(exc)}"
+                + (f" (key {key!r}; `kz config show` lists every key)" if key else "")
+            ) from exc
+    OmegaConf.set_readonly(config, True)
+    return config  # type: ignore[return-value]
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def to_yaml(config: Any) -> str:
+    """The resolved config as YAML, the way ``kz config show`` prints it."""
+    return OmegaConf.to_yaml(config, resolve=True)
+
+
+def to_container(config: Any) -> dict[str, Any]:
+    """The resolved config as plain dicts and lists (for JSON and hashing)."""
+    if dataclasses.is_dataclass(config):
+        return dataclasses.asdict(config)
+    return OmegaConf.to_container(config, resolve=True)  # type: ignore[return-value]

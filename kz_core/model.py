@@ -1,0 +1,330 @@
+"""The kz data model: frozen attrs classes that cross process and cluster boundaries.
+
+Every class here is immutable, compares by value, pickles, and round-trips through JSON
+with :func:`to_json_dict` / :func:`from_json_dict` (see ``kz_core/serialization.py``).
+Sequences are tuples and mappings are plain dicts of JSON-friendly values, so that a result
+written by a worker on one machine reads back identically on another.
+
+This module holds data only: no I/O, no torch, no behaviour beyond small derived values.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+
+import attrs
+
+
+def content_hash(text: str) -> str:
+    """The sha256 hex digest of ``text`` encoded as UTF-8: the identity of a source."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Verdict(str, enum.Enum):
+    """What the evaluator concluded about one candidate.
+
+    Exactly one verdict per candidate; failures are verdicts, never exceptions.
+    """
+
+    #: Outputs matched the reference on every trial and no guard objected.
+    CORRECT = "correct"
+    #: Ran, but an output differed from the reference (value, shape, dtype or type).
+    INCORRECT = "incorrect"
+    #: A guard caught a hack (fallback to torch, dead kernel, cached output, ...).
+    REJECTED = "rejected"
+    #: The source did not compile (Python syntax, Triton or CUDA compiler error).
+    COMPILE_ERROR = "compile_error"
+    #: Raised or crashed while running (including segfaults and early exits).
+    RUNTIME_ERROR = "runtime_error"
+    #: Exceeded the wall-clock limit; the worker's process group was killed.
+    TIMEOUT = "timeout"
+    #: The model's reply held no usable candidate (no code block, no ``ModelNew``).
+    FORMAT_ERROR = "format_error"
+
+    @property
+    def is_failure(self) -> bool:
+        return self is not Verdict.CORRECT
+
+
+class Severity(str, enum.Enum):
+    """How much a finding weighs on the verdict."""
+
+    #: Recorded for people to read; does not change the verdict.
+    INFO = "info"
+    #: Suspicious; recorded, does not change the verdict (``warn`` guard mode).
+    WARNING = "warning"
+    #: Decides the verdict (the finding's check names the reason).
+    ERROR = "error"
+
+
+@attrs.frozen
+class Finding:
+    """One observation by a named check about a candidate or a problem.
+
+    :ivar check: the check's stable name, e.g. ``"dead_kernel"`` or ``"try_except_fallback"``.
+    :ivar message: what was found, in words a person can act on.
+    :ivar severity: see :class:`Severity`.
+    :ivar line: 1-based source line the finding points at, when there is one.
+    """
+
+    check: str
+    message: str
+    severity: Severity = Severity.ERROR
+    line: int | None = None
+
+
+@attrs.frozen
+class Problem:
+    """A KernelBench-format problem: a PyTorch reference module and its inputs.
+
+    The source defines ``class Model(nn.Module)``, ``get_inputs()`` and
+    ``get_init_inputs()`` at module level.
+
+    :ivar name: the file name without ``.py``, or the JSONL ``name``.
+    :ivar code: the module's full source.
+    :ivar level: KernelBench level (1-4) when known.
+    :ivar problem_id: the numeric id within its level when known.
+    :ivar source: where it was loaded from (a path, a dataset id), for messages.
+    """
+
+    name: str
+    code: str
+    level: int | None = None
+    problem_id: int | None = None
+    source: str = ""
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.code)
+
+
+@attrs.frozen
+class ProblemError:
+    """A problem that could not be loaded, reported instead of raised.
+
+    :ivar name: the problem's name when known, else a location such as ``file.jsonl:12``.
+    :ivar reason: why it was rejected (syntax error with its line, missing ``Model``, ...).
+    :ivar source: where it was found.
+    """
+
+    name: str
+    reason: str
+    source: str = ""
+
+
+@attrs.frozen
+class Candidate:
+    """A proposed replacement for a problem's module, written by a person or a model.
+
+    The source defines ``class ModelNew(nn.Module)`` with ``Model``'s constructor signature
+    and launches kernels of ``backend``.
+
+    :ivar problem: the name of the problem it answers.
+    :ivar backend: a registered backend name (``triton``, ``cuda``, ``cuda_inline``, ...).
+    :ivar code: the module source.
+    :ivar sample_id: distinguishes samples for one problem (0, 1, ... or any label).
+    """
+
+    problem: str
+    backend: str
+    code: str
+    sample_id: str = "0"
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.code)
+
+
+@attrs.frozen
+class Tolerance:
+    """Closeness required of one output: ``|actual - expected| <= atol + rtol * |expected|``.
+
+    :ivar atol: absolute tolerance.
+    :ivar rtol: relative tolerance.
+    """
+
+    atol: float
+    rtol: float
+
+
+@attrs.frozen
+class StageTimings:
+    """Wall-clock seconds spent in each evaluation stage (None: stage not reached)."""
+
+    static_s: float | None = None
+    compile_s: float | None = None
+    correctness_s: float | None = None
+    timing_s: float | None = None
+    total_s: float | None = None
+
+
+@attrs.frozen
+class RuntimeStats:
+    """Repeated timings of one callable.
+
+    :ivar median_ms: median over trials, milliseconds.
+    :ivar iqr_ms: interquartile range (p75 - p25), milliseconds.
+    :ivar min_ms: fastest trial, milliseconds.
+    :ivar trials: number of timed trials.
+    :ivar clock: ``"cuda_events"`` on a GPU, ``"cpu"`` for host wall-clock timings, which
+        are never turned into speedups.
+    """
+
+    median_ms: float
+    iqr_ms: float
+    min_ms: float
+    trials: int
+    clock: str
+
+
+@attrs.frozen
+class Environment:
+    """Identity of the device and software a result was measured on."""
+
+    device: str = "cpu"
+    device_name: str = ""
+    python: str = ""
+    torch: str = ""
+    backend_version: str = ""
+    driver: str = ""
+
+
+@attrs.frozen
+class EvalResult:
+    """Everything the evaluator concluded about one candidate.
+
+    :ivar problem: the problem's name.
+    :ivar sample_id: the candidate's sample id.
+    :ivar backend: the candidate's backend.
+    :ivar verdict: see :class:`Verdict`.
+    :ivar findings: every check's findings, in the order they were made.
+    :ivar timings: seconds per stage.
+    :ivar max_abs_error: largest absolute difference from the reference over all trials.
+    :ivar max_rel_error: largest relative difference from the reference over all trials.
+    :ivar runtime: the candidate's timing, when measured.
+    :ivar baselines: timing of reference implementations by name (``eager``, ``compile``).
+    :ivar speedups: baseline median / candidate median by baseline name; only for GPU
+        timings, never for CPU ones.
+    :ivar launches: kernel launches of the declared backend seen during one forward call.
+    :ivar environment: device and software identity.
+    :ivar problem_hash: content hash of the problem source.
+    :ivar candidate_hash: content hash of the candidate source.
+    :ivar message: one line summarising why the verdict is what it is.
+    """
+
+    problem: str
+    sample_id: str
+    backend: str
+    verdict: Verdict
+    findings: tuple[Finding, ...] = ()
+    timings: StageTimings = StageTimings()
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    runtime: RuntimeStats | None = None
+    baselines: dict[str, RuntimeStats] = attrs.field(factory=dict)
+    speedups: dict[str, float] = attrs.field(factory=dict)
+    launches: int | None = None
+    environment: Environment = Environment()
+    problem_hash: str = ""
+    candidate_hash: str = ""
+    message: str = ""
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict is Verdict.CORRECT
+
+
+@attrs.frozen
+class BackendInfo:
+    """A backend a plugin provides, as registered through ``register_backends``.
+
+    :ivar name: the name candidates use in their ``backend`` field (``triton``, ``cuda``).
+    :ivar language: what kernels are written in (``triton``, ``cuda``, ...).
+    :ivar description: one line for ``kz plugins`` and ``kz backends``.
+    :ivar runs_on_cpu: whether its kernels execute without a GPU (Triton's interpreter
+        does; CUDA kernels compile on a CPU but cannot run there).
+    """
+
+    name: str
+    language: str
+    description: str = ""
+    runs_on_cpu: bool = False
+
+
+@attrs.frozen
+class ChatMessage:
+    """One message of a chat prompt.
+
+    :ivar role: ``system``, ``user`` or ``assistant``.
+    :ivar content: the message text.
+    """
+
+    role: str
+    content: str
+
+
+@attrs.frozen
+class Prompt:
+    """A chat prompt for a policy: what the Coder or the Proposer is asked.
+
+    :ivar prompt_id: what it asks about (a problem's name, an API set's id).
+    :ivar messages: the conversation so far; the policy applies its chat template.
+    """
+
+    prompt_id: str
+    messages: tuple[ChatMessage, ...]
+
+
+@attrs.frozen
+class Completion:
+    """One completion sampled from a policy for one prompt.
+
+    :ivar prompt_id: which prompt it answers (a problem name, an API-set id).
+    :ivar role: ``coder`` or ``proposer``.
+    :ivar text: the model's reply, verbatim.
+    :ivar sample_index: 0..n-1 among the samples for the prompt.
+    :ivar tokens: number of generated tokens.
+    """
+
+    prompt_id: str
+    role: str
+    text: str
+    sample_index: int = 0
+    tokens: int = 0
+
+
+@attrs.frozen
+class ModuleStats:
+    """The Coder's record on one training module (a problem), for frontier selection.
+
+    :ivar module: the module's (problem's) name.
+    :ivar apis: the torch APIs it was built from, when proposed from an API set.
+    :ivar samples: Coder samples evaluated on it.
+    :ivar correct: how many of those were correct.
+    :ivar best_speedup: best speedup of a correct sample, when measured.
+    """
+
+    module: str
+    apis: tuple[str, ...] = ()
+    samples: int = 0
+    correct: int = 0
+    best_speedup: float | None = None
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.correct / self.samples if self.samples else None
+
+
+@attrs.frozen
+class FrontierSelection:
+    """What the frontier chose for the next round.
+
+    :ivar modules: module names for Coder training, most valuable first.
+    :ivar api_sets: API sets to prompt the Proposer with.
+    :ivar scores: the frontier score of each chosen module.
+    """
+
+    modules: tuple[str, ...] = ()
+    api_sets: tuple[tuple[str, ...], ...] = ()
+    scores: dict[str, float] = attrs.field(factory=dict)

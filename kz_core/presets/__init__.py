@@ -1,0 +1,1 @@
+"""Configuration presets shipped with kz, one YAML file each (see ``kz_core/config.py``)."""
