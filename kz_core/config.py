@@ -167,9 +167,11 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
         layers.append((f"preset {preset!r}", _read_preset(preset)))
     for item in overrides:
         _check_override(item)
-    if overrides:
+    # `key=` means the empty string (omegaconf would read it as null).
+    dotlist = [f"{item}''" if item.endswith("=") else item for item in overrides]
+    if dotlist:
         try:
-            layers.append(("the command line", OmegaConf.from_dotlist(list(overrides))))
+            layers.append(("the command line", OmegaConf.from_dotlist(dotlist)))
         except OmegaConfBaseException as exc:
             raise ConfigError(f"cannot parse overrides {list(overrides)}: {exc}") from exc
     for origin, layer in layers:

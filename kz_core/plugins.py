@@ -167,8 +167,8 @@ def registrations(hook_name: str, key: Callable[[Any], str], what: str) -> dict[
     load_plugins()
     hook = getattr(pm.hook, hook_name)
     registry: dict[str, tuple[Any, str]] = {}
-    # pluggy calls the most recently registered plugin first; walk them in load order.
-    for impl in reversed(hook.get_hookimpls()):
+    # get_hookimpls() lists plugins in load order (pluggy *calls* them in reverse).
+    for impl in hook.get_hookimpls():
         plugin_name = pm.get_name(impl.plugin) or str(impl.plugin)
 
         def register(item: Any, _plugin: str = plugin_name) -> None:
@@ -195,15 +195,15 @@ def problem_sources() -> dict[str, Any]:
 
 
 def provided_by_plugin() -> dict[str, list[str]]:
-    """What each plugin registered, as ``"backend triton"``-style labels, for ``kz plugins``."""
-    provided: dict[str, list[str]] = {}
+    """What each plugin registered, as ``"backends: cuda, cuda_inline"`` labels."""
+    provided: dict[str, dict[str, list[str]]] = {}
     for hook_name, key, what in (
-        ("register_backends", _backend_name, "backend"),
-        ("register_problem_sources", _source_name, "problem source"),
+        ("register_backends", _backend_name, "backends"),
+        ("register_problem_sources", _source_name, "problem sources"),
     ):
-        for name, (_, plugin) in registrations(hook_name, key, what).items():
-            provided.setdefault(plugin, []).append(f"{what} {name}")
-    return provided
+        for name, (_, plugin) in registrations(hook_name, key, what[:-1]).items():
+            provided.setdefault(plugin, {}).setdefault(what, []).append(name)
+    return {plugin: [f"{what}: {', '.join(names)}" for what, names in kinds.items()] for plugin, kinds in provided.items()}
 
 
 def _backend_name(info: Any) -> str:

@@ -1,0 +1,55 @@
+"""Read candidate and problem sources as syntax trees, never as running code.
+
+Helpers the static checks of the core and of backend plugins share: parsing with a
+reported error, dotted names of expressions, string constants, decorators, calls. Nothing
+here imports or executes the source it reads.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+
+def parse(code: str) -> ast.Module | None:
+    """The module's syntax tree, or None when it does not parse."""
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def dotted_name(node: ast.AST) -> str:
+    """``triton.jit`` for ``triton.jit``, ``jit`` for ``jit``, the callee for a call; else ''."""
+    if isinstance(node, ast.Call):
+        return dotted_name(node.func)
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def string_constants(tree: ast.AST) -> Iterator[ast.Constant]:
+    """Every string literal in the tree (f-string parts included)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node
+
+
+def functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def referenced_names(tree: ast.AST) -> set[str]:
+    """Every bare name and final attribute name the tree mentions (``a.b.c`` gives c)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+    return names

@@ -1,0 +1,77 @@
+"""Static checks of Triton candidates: read the source's syntax tree, run nothing.
+
+- ``no_triton_kernel`` (error): the source defines no ``@triton.jit`` function, so it
+  cannot be a Triton solution, whatever it computes.
+- ``kernel_not_launched`` (warning): a kernel is defined but the source has no
+  ``kernel[grid](...)`` launch of it and no call from another kernel. Launches made
+  through an alias are legal Python, so this is only a warning; the evaluator's launch
+  count is the proof that decides.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kz_core.model import Finding, Severity
+from kz_core.source import dotted_name, functions, parse
+
+#: Decorators that make a function a Triton kernel (``@triton.jit``, ``@jit``, with or
+#: without arguments); ``autotune`` and ``heuristics`` wrap a jit function.
+JIT_DECORATORS = {"triton.jit", "jit", "tl.jit", "triton.language.jit"}
+
+
+def triton_kernels(tree: ast.Module) -> list[ast.FunctionDef]:
+    """Functions decorated with ``@triton.jit`` (in any of its spellings)."""
+    return [
+        fn
+        for fn in functions(tree)
+        if isinstance(fn, ast.FunctionDef) and any(dotted_name(d) in JIT_DECORATORS for d in fn.decorator_list)
+    ]
+
+
+def launched_names(tree: ast.Module) -> set[str]:
+    """Names launched as ``name[grid](...)`` anywhere in the module."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+            name = dotted_name(node.func.value)
+            if name:
+                names.add(name.rsplit(".", 1)[-1])
+    return names
+
+
+def called_from_kernels(kernels: list[ast.FunctionDef]) -> set[str]:
+    """Names called inside kernel bodies (device functions called by a kernel)."""
+    return {
+        dotted_name(node.func).rsplit(".", 1)[-1]
+        for kernel in kernels
+        for node in ast.walk(kernel)
+        if isinstance(node, ast.Call) and dotted_name(node.func)
+    }
+
+
+def check_triton_source(code: str) -> list[Finding]:
+    """Findings for one Triton candidate's source (empty when it does not parse: the core
+    reports syntax errors once, as a format error)."""
+    tree = parse(code)
+    if tree is None:
+        return []
+    kernels = triton_kernels(tree)
+    if not kernels:
+        return [
+            Finding(
+                check="no_triton_kernel",
+                message="no @triton.jit kernel is defined: a Triton candidate must compute with its own Triton kernels",
+            )
+        ]
+    used = launched_names(tree) | called_from_kernels(kernels)
+    return [
+        Finding(
+            check="kernel_not_launched",
+            message=f"Triton kernel {kernel.name!r} is defined but never launched as {kernel.name}[grid](...)",
+            severity=Severity.WARNING,
+            line=kernel.lineno,
+        )
+        for kernel in kernels
+        if kernel.name not in used
+    ]

@@ -1,0 +1,74 @@
+"""kz-backend-triton: registration and static checks (source text only)."""
+
+from __future__ import annotations
+
+from kz_core.model import Candidate, Problem, Severity
+from kz_core.plugins import backends, get_plugin_manager
+
+from kz_backend_triton.checks import check_triton_source
+
+GOOD = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        out = torch.empty_like(x)
+        add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+        return out
+'''
+
+
+def checks(code):
+    return [(f.check, f.severity) for f in check_triton_source(code)]
+
+
+def test_register_backends_adds_triton():
+    info = backends()["triton"]
+    assert info.language == "triton" and info.runs_on_cpu
+
+
+def test_static_checks_pass_a_real_kernel():
+    assert checks(GOOD) == []
+
+
+def test_static_checks_reject_a_candidate_without_kernels():
+    code = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, y):\n        return x + y\n"
+    assert checks(code) == [("no_triton_kernel", Severity.ERROR)]
+
+
+def test_static_checks_warn_about_a_dead_kernel():
+    code = GOOD.replace("add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)", "out = x + y")
+    findings = check_triton_source(code)
+    assert [(f.check, f.severity) for f in findings] == [("kernel_not_launched", Severity.WARNING)]
+    assert findings[0].line == 8  # the def line
+
+
+def test_static_checks_accept_spellings_and_device_functions():
+    code = GOOD.replace("@triton.jit", "@triton.jit(do_not_specialize=['n'])")
+    code = code.replace("import triton.language as tl", "import triton.language as tl\nfrom triton import jit\n\n@jit\ndef helper(x):\n    return x\n")
+    code = code.replace("tl.load(x_ptr + offsets, mask=mask) +", "helper(tl.load(x_ptr + offsets, mask=mask)) +")
+    assert checks(code) == []
+
+
+def test_static_checks_leave_syntax_errors_to_the_core():
+    assert checks("def broken(:") == []
+
+
+def test_static_checks_hook_answers_only_for_triton():
+    pm = get_plugin_manager()
+    problem = Problem(name="p", code="")
+    code = "x = 1"
+    triton_findings = [f.check for group in pm.hook.static_checks(candidate=Candidate("p", "triton", code), problem=problem) for f in group]
+    other_findings = [f.check for group in pm.hook.static_checks(candidate=Candidate("p", "elsewhere", code), problem=problem) for f in group]
+    assert "no_triton_kernel" in triton_findings
+    assert "no_triton_kernel" not in other_findings

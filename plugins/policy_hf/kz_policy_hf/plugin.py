@@ -1,0 +1,33 @@
+"""The kz hook implementations of kz-policy-hf (entry point ``policy_hf``).
+
+Only the hook functions live here; they answer when the config names this plugin's sampler
+(``policy.sampler: hf``) and delegate to :mod:`kz_policy_hf.sampling`. This module must not
+import torch or transformers at import time: ``kz`` loads every plugin at start-up, and a
+command that samples nothing must not pay for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kz_core import hookimpl
+
+if TYPE_CHECKING:
+    from kz_core.config import PolicyConfig
+    from kz_core.model import Completion, Prompt
+
+#: The ``policy.sampler`` value this plugin answers to.
+SAMPLER_NAME = "hf"
+
+
+@hookimpl
+def sample_completions(
+    prompts: Sequence[Prompt], n: int, role: str, config: PolicyConfig
+) -> list[list[Completion]] | None:
+    """Sample with transformers ``generate`` when ``config.sampler`` is ``hf``; else None."""
+    if config.sampler != SAMPLER_NAME:
+        return None
+    from kz_policy_hf.sampling import sample_completions as sample
+
+    return sample(prompts, n, role, config)

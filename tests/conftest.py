@@ -1,0 +1,36 @@
+"""Shared fixtures: test plugins registered for one test and unregistered after it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kz_core.plugins import get_plugin_manager
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_KERNELBENCH = REPO.parent / "shared" / "datasets" / "kernelbench" / "problems.jsonl"
+
+
+@pytest.fixture
+def register_plugin():
+    """Register plugin objects for the duration of one test: ``register_plugin(obj, "name")``."""
+    pm = get_plugin_manager()
+    added = []
+
+    def register(plugin, name: str):
+        pm.register(plugin, name=name)
+        added.append(plugin)
+        return plugin
+
+    yield register
+    for plugin in added:
+        pm.unregister(plugin)
+
+
+@pytest.fixture
+def kernelbench_jsonl() -> Path:
+    """KernelBench's problems.jsonl from ../shared (skips where it is absent)."""
+    if not SHARED_KERNELBENCH.is_file():
+        pytest.skip("../shared/datasets/kernelbench/problems.jsonl is not present")
+    return SHARED_KERNELBENCH
