@@ -103,7 +103,8 @@ class RewardConfig:
     runtime_error_reward: float = -0.5
     # Reward of a format error or a hack caught by a guard: the lowest of all.
     hack_reward: float = -1.0
-    # Options for third-party rewards, passed through untouched.
+    # Reward-specific options. cagrpo reads `variant` (group | decoupled | global, default
+    # group) and `global_momentum` (0..1, default 0.9); other rewards read their own.
     options: dict[str, Any] = field(default_factory=dict)
 
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 from loguru import logger
 
 from kz_core import hookimpl
+from kz_core.config import RewardConfig
 from kz_core.model import EvalResult
 from kz_reward_cagrpo.settings import REWARD_NAME, settings_from_config
 from kz_reward_cagrpo.shaping import CorrectnessAverage, GateDecision, shape_group
@@ -82,7 +82,7 @@ def _log_decision(decision: GateDecision) -> None:
 
 
 @hookimpl
-def shape_rewards(role: str, results: Sequence[EvalResult], config: Any) -> list[float] | None:
+def shape_rewards(role: str, results: Sequence[EvalResult], config: RewardConfig) -> list[float] | None:
     """CA-GRPO rewards for a group of the Coder's results; None for other rewards and roles.
 
     :raises kz_reward_cagrpo.settings.RewardConfigError: a ``reward`` setting out of range.

@@ -113,9 +113,7 @@ def _parse_options(options: Any) -> tuple[Variant, float]:
         variant = Variant(raw_variant)
     except ValueError:
         choices = ", ".join(v.value for v in Variant)
-        raise RewardConfigError(
-            f"reward.options.variant must be one of {choices}, got {raw_variant!r}"
-        ) from None
+        raise RewardConfigError(f"reward.options.variant must be one of {choices}, got {raw_variant!r}") from None
     momentum = _number(options.get("global_momentum", DEFAULT_GLOBAL_MOMENTUM), "reward.options.global_momentum")
     if not 0.0 <= momentum < 1.0:
         raise RewardConfigError(
@@ -183,7 +181,7 @@ def settings_from_config(config: Any) -> CagrpoSettings:
     if not incorrect < settings.lowest_correct_reward:
         raise RewardConfigError(
             f"reward.incorrect_reward ({incorrect}) must be below the least reward of a correct "
-            f"sample, 1 - reward.speed_weight * reward.speed_clip = {settings.lowest_correct_reward}, "
+            f"sample, 1 - reward.speed_weight * reward.speed_clip = {settings.lowest_correct_reward:.6g}, "
             f"so that a correct sample always outranks an incorrect one; lower reward.speed_weight, "
             f"reward.speed_clip or reward.incorrect_reward"
         )
@@ -192,7 +190,7 @@ def settings_from_config(config: Any) -> CagrpoSettings:
         # which lies above -2 * lambda * clip: the log-speedup term spans [-clip, clip].
         raise RewardConfigError(
             f"reward.incorrect_reward ({incorrect}) must be <= 1 - 2 * reward.speed_weight * "
-            f"reward.speed_clip = {settings.lowest_decoupled_correct_score} for "
+            f"reward.speed_clip = {settings.lowest_decoupled_correct_score:.6g} for "
             f"reward.options.variant=decoupled (the speed advantage, centred over the correct "
             f"samples, spans 2 * speed_weight * speed_clip), so that a correct sample always "
             f"outranks an incorrect one; lower reward.speed_weight, reward.speed_clip or "

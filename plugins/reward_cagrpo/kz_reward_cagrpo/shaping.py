@@ -183,7 +183,9 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(value / len(values) for value in values)
 
 
-def _group_rewards(results: Sequence[EvalResult], speeds: Sequence[float], gate_open: bool, settings: CagrpoSettings) -> list[float]:
+def _group_rewards(
+    results: Sequence[EvalResult], speeds: Sequence[float], gate_open: bool, settings: CagrpoSettings
+) -> list[float]:
     rewards = []
     for result, g in zip(results, speeds, strict=True):
         if not result.correct:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 import attrs
-from hypothesis import assume, event, given
+import hypothesis
+from hypothesis import assume, event, given, target
 from hypothesis import strategies as st
 
 from kz_core.config import RewardConfig
@@ -33,15 +34,23 @@ speedup_maps = st.dictionaries(st.sampled_from(["eager", "compile"]), speedup_va
 @st.composite
 def eval_results(draw: st.DrawFn, verdict: st.SearchStrategy[Verdict] = verdicts) -> EvalResult:
     return EvalResult(
-        problem="p", sample_id=str(draw(st.integers(0, 999))), backend="triton", verdict=draw(verdict), speedups=draw(speedup_maps)
+        problem="p",
+        sample_id=str(draw(st.integers(0, 999))),
+        backend="triton",
+        verdict=draw(verdict),
+        speedups=draw(speedup_maps),
     )
 
 
 groups = st.lists(eval_results(), min_size=1, max_size=16)
 
 
+#: Every variant of the reward.
+variants = st.sampled_from(Variant)
+
+
 @st.composite
-def valid_settings(draw: st.DrawFn, variant: st.SearchStrategy[Variant] = st.sampled_from(Variant)) -> CagrpoSettings:
+def valid_settings(draw: st.DrawFn, variant: st.SearchStrategy[Variant] = variants) -> CagrpoSettings:
     """Settings built to satisfy every constraint, then passed through the validator."""
     chosen = draw(variant)
     tau = draw(st.floats(min_value=0.0, max_value=1.0, exclude_min=True))
@@ -93,50 +102,85 @@ def _check_ranking(group: list[EvalResult], rewards: tuple[float, ...], variant:
 
 
 @given(groups, valid_settings(), histories)
-def test_a_failed_sample_never_outranks_a_correct_one(group: list[EvalResult], settings: CagrpoSettings, history: CorrectnessAverage) -> None:
+def test_a_failed_sample_never_outranks_a_correct_one(
+    group: list[EvalResult], settings: CagrpoSettings, history: CorrectnessAverage
+) -> None:
     _check_ranking(group, shape_group(group, settings, history).rewards, settings.variant)
 
 
+def _worst_case(fast_samples: int) -> list[EvalResult]:
+    """One very slow correct sample, fast correct ones, and one sample of each failure."""
+    slow = EvalResult(
+        problem="p", sample_id="slow", backend="triton", verdict=Verdict.CORRECT, speedups={"eager": 1e-6}
+    )
+    fast = EvalResult(problem="p", sample_id="fast", backend="triton", verdict=Verdict.CORRECT, speedups={"eager": 1e6})
+    failures = [
+        EvalResult(problem="p", sample_id=v.value, backend="triton", verdict=v) for v in Verdict if v.is_failure
+    ]
+    return [slow, *[fast] * fast_samples, *failures]
+
+
+@hypothesis.settings(max_examples=300)
 @given(
     groups,
-    st.sampled_from(Variant),
+    st.integers(0, 8),
+    st.floats(0.0, 1.0, exclude_min=True),
     st.floats(0.0, 0.99),
     st.floats(0.001, 8.0),
     st.lists(st.floats(-3.0, 1.0), min_size=4, max_size=4),
     st.booleans(),
 )
 def test_every_accepted_config_keeps_the_ranking(
-    group: list[EvalResult], variant: Variant, speed_weight: float, speed_clip: float, values: list[float], ordered: bool
+    group: list[EvalResult],
+    fast_samples: int,
+    tau: float,
+    speed_weight: float,
+    speed_clip: float,
+    values: list[float],
+    ordered: bool,
 ) -> None:
-    """The validator's checks suffice: whatever it accepts ranks correctly, hacks lowest."""
+    """The validator's checks suffice: whatever it accepts ranks correctly, hacks lowest.
+
+    Each group holds a worst case (a correct sample slower than any clip allows, next to
+    fast ones and to every kind of failure), so an accepted config that breaks the ranking
+    would show. Every variant is tried on every example.
+    """
     if ordered:  # half the time, failure rewards in a consistent order, to reach the bounds
         values = sorted(values)
     hack, compile_error, runtime_error, incorrect = values
-    config = RewardConfig(
-        speed_weight=speed_weight,
-        speed_clip=speed_clip,
-        incorrect_reward=incorrect,
-        compile_error_reward=compile_error,
-        runtime_error_reward=runtime_error,
-        hack_reward=hack,
-        options={"variant": variant.value},
-    )
-    try:
-        settings = settings_from_config(config)
-    except RewardConfigError as error:
-        event("rejected")
-        assert "reward." in str(error)
-        return
-    event("accepted")
-    rewards = shape_group(group, settings).rewards
-    _check_ranking(group, rewards, variant)
-    for result, reward in zip(group, rewards, strict=True):
-        if result.verdict in HACKS:
-            assert reward == min(rewards)
+    group = group + _worst_case(fast_samples)
+    for variant in Variant:
+        config = RewardConfig(
+            tau=tau,
+            speed_weight=speed_weight,
+            speed_clip=speed_clip,
+            incorrect_reward=incorrect,
+            compile_error_reward=compile_error,
+            runtime_error_reward=runtime_error,
+            hack_reward=hack,
+            options={"variant": variant.value},
+        )
+        try:
+            settings = settings_from_config(config)
+        except RewardConfigError as error:
+            event(f"{variant.value}: rejected")
+            assert "reward." in str(error)
+            continue
+        event(f"{variant.value}: accepted")
+        rewards = shape_group(group, settings).rewards
+        correct = [r for result, r in zip(group, rewards, strict=True) if result.correct]
+        failed = [r for result, r in zip(group, rewards, strict=True) if not result.correct]
+        target(max(failed) - min(correct), label=f"{variant.value}: failed minus correct (never above 0)")
+        _check_ranking(group, rewards, variant)
+        for result, reward in zip(group, rewards, strict=True):
+            if result.verdict in HACKS:
+                assert reward == min(rewards)
 
 
 @given(st.data(), groups, valid_settings(st.sampled_from([Variant.GROUP, Variant.DECOUPLED])))
-def test_below_tau_speed_never_changes_a_reward(data: st.DataObject, group: list[EvalResult], settings: CagrpoSettings) -> None:
+def test_below_tau_speed_never_changes_a_reward(
+    data: st.DataObject, group: list[EvalResult], settings: CagrpoSettings
+) -> None:
     rate = correct_rate(group)
     assume(rate < 1.0)
     settings = attrs.evolve(settings, tau=data.draw(st.floats(rate, 1.0, exclude_min=True)))
@@ -147,7 +191,9 @@ def test_below_tau_speed_never_changes_a_reward(data: st.DataObject, group: list
 
 
 @given(st.data(), groups, valid_settings(st.just(Variant.GLOBAL)), histories)
-def test_global_closed_gate_ignores_speed(data: st.DataObject, group: list[EvalResult], settings: CagrpoSettings, history: CorrectnessAverage) -> None:
+def test_global_closed_gate_ignores_speed(
+    data: st.DataObject, group: list[EvalResult], settings: CagrpoSettings, history: CorrectnessAverage
+) -> None:
     gate_rate = history.updated(correct_rate(group), settings.global_momentum).value
     assert gate_rate is not None
     assume(gate_rate < 1.0)
@@ -183,7 +229,9 @@ def test_above_tau_a_faster_correct_sample_never_ranks_below_a_slower_one(
 
 
 @given(groups, valid_settings(), histories)
-def test_hacks_get_the_minimum_and_everything_is_finite(group: list[EvalResult], settings: CagrpoSettings, history: CorrectnessAverage) -> None:
+def test_hacks_get_the_minimum_and_everything_is_finite(
+    group: list[EvalResult], settings: CagrpoSettings, history: CorrectnessAverage
+) -> None:
     rewards = shape_group(group, settings, history).rewards
     assert len(rewards) == len(group)
     assert all(math.isfinite(reward) for reward in rewards)
@@ -200,7 +248,9 @@ def test_decoupled_values_are_advantages(group: list[EvalResult], settings: Cagr
 
 
 @given(groups, valid_settings(st.just(Variant.GLOBAL)), histories)
-def test_global_with_no_memory_is_design_a(group: list[EvalResult], settings: CagrpoSettings, history: CorrectnessAverage) -> None:
+def test_global_with_no_memory_is_design_a(
+    group: list[EvalResult], settings: CagrpoSettings, history: CorrectnessAverage
+) -> None:
     memoryless = attrs.evolve(settings, global_momentum=0.0)
     design_a = attrs.evolve(settings, variant=Variant.GROUP)
     assert shape_group(group, memoryless, history).rewards == shape_group(group, design_a).rewards

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -10,7 +11,7 @@ from kz_core.config import ConfigError, RewardConfig, load_config
 from kz_reward_cagrpo.settings import CagrpoSettings, RewardConfigError, Variant, settings_from_config
 
 
-def reward_section(*overrides: str):  # noqa: ANN201 - omegaconf's view of RewardConfig
+def reward_section(*overrides: str) -> Any:  # omegaconf's read-only view of RewardConfig
     return load_config(None, list(overrides)).reward
 
 
@@ -107,7 +108,7 @@ def test_error_is_a_config_error_and_a_value_error() -> None:
 
 @pytest.mark.parametrize("field", ["tau", "speed_weight", "speed_clip", "incorrect_reward", "hack_reward"])
 def test_non_numbers_are_rejected(field: str) -> None:
-    config = dataclasses.replace(RewardConfig(), **{field: "0.5"})
+    config = dataclasses.replace(RewardConfig(), **{field: "0.5"})  # type: ignore[arg-type]  # a string on purpose
     with pytest.raises(RewardConfigError, match=rf"reward\.{field} must be a number"):
         settings_from_config(config)
 

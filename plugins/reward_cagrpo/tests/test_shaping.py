@@ -149,7 +149,9 @@ def test_decoupled_below_tau_is_centred_correctness() -> None:
 
 def test_decoupled_speed_advantage_is_centred_over_correct_samples_only() -> None:
     group = [result(CORRECT, 4.0), result(CORRECT, 1.0), result(CORRECT, 1.0), result(INCORRECT)]
-    shaped = shape_group(group, settings("reward.options.variant=decoupled", "reward.speed_clip=2", "reward.speed_weight=0.25"))
+    shaped = shape_group(
+        group, settings("reward.options.variant=decoupled", "reward.speed_clip=2", "reward.speed_weight=0.25")
+    )
     # Base (1, 1, 1, 0) mean 0.75; g = (2, 0, 0), mean 2/3; 0.25 * (g - 2/3).
     assert shaped.rewards == pytest.approx((0.25 + 1 / 3, 0.25 - 1 / 6, 0.25 - 1 / 6, -0.75))
 
