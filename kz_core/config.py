@@ -78,7 +78,7 @@ class PolicyConfig:
     max_new_tokens: int = 1024
     # Prompts per `generate` call (each expanded to n samples).
     batch_size: int = 8
-    # Sampling seed; the same seed, prompts and model give the same completions.
+    # Sampling seed; the same seed, prompts, model and batch_size give the same completions.
     seed: int = 0
 
 
@@ -109,12 +109,87 @@ class RewardConfig:
 
 
 @dataclass
+class EvalConfig:
+    # Device to evaluate on: `auto` (cuda:0 when a GPU is present, else cpu), `cpu`,
+    # `cuda` or `cuda:N`. On a CPU, Triton runs under its interpreter and CUDA is compiled
+    # but not run; timings are labelled cpu and never turned into speedups.
+    device: str = "auto"
+    # Backend for candidates that do not name one (triton, cuda, cuda_inline, ...).
+    backend: str = "triton"
+    # Candidate worker processes per device; 0: one per CPU core (at most 8) on a CPU,
+    # 4 on a GPU.
+    workers: int = 0
+    # Reference worker processes per device (they run reference modules and baselines;
+    # candidate code never runs in them).
+    reference_workers: int = 1
+    # Correctness trials per candidate, each with fresh inputs from a secret seed.
+    trials: int = 5
+    # Tolerance table by output dtype: `default` (fp64 1e-6, fp32 1e-4, fp16 5e-3,
+    # bf16 2e-2, fp8 1e-1, as atol = rtol) or `kernelbench` (fp32 1e-4, fp16/bf16 1e-2).
+    tolerance: str = "default"
+    # Absolute tolerance for every floating dtype, replacing the table; negative: the table.
+    atol: float = -1.0
+    # Relative tolerance for every floating dtype, replacing the table; negative: the table.
+    rtol: float = -1.0
+    # Compute-heavy torch ops in ModelNew.forward (found with the torch profiler):
+    # `strict` rejects the candidate, `warn` records a warning.
+    guards: str = "strict"
+    # Allow TF32 in matmuls and convolutions while computing references; false pins exact
+    # fp32 (stated in every result's findings as reference_tf32).
+    reference_tf32: bool = False
+    # Wall-clock limit for loading and compiling one candidate, seconds.
+    compile_timeout_s: float = 180.0
+    # Wall-clock limit for one candidate's correctness trials, and for its timing, seconds.
+    run_timeout_s: float = 120.0
+    # Address-space limit of CPU worker processes, GiB (0: none; never applied on a GPU,
+    # where CUDA maps very large address ranges).
+    memory_limit_gb: float = 16.0
+    # Largest file a worker may write, MiB.
+    file_size_limit_mb: int = 1024
+    # CPU seconds one candidate may use (SIGXCPU ends its worker beyond it); 0: no limit.
+    cpu_time_limit_s: int = 600
+    # Replace a candidate worker after this many candidates (0: never). A worker whose
+    # candidate failed, hung, crashed or was rejected is always replaced.
+    recycle_after: int = 50
+    # MiB of free GPU memory filled with NaN before each candidate call, so that outputs
+    # left unwritten read back as NaN, not as stale results.
+    poison_mb: int = 256
+    # Time correct candidates (and, on a GPU, the baselines).
+    timing: bool = True
+    # Baselines timed on the same GPU for speedups: `eager` and/or `compile`.
+    baselines: list[str] = field(default_factory=lambda: ["eager", "compile"])
+    # GPU timing: warm-up per callable, milliseconds.
+    warmup_ms: float = 25.0
+    # GPU timing: at least this many timed trials.
+    min_trials: int = 10
+    # GPU timing: at most this many timed trials.
+    max_trials: int = 1000
+    # GPU timing: stop once this many milliseconds were measured (or the spread is small).
+    time_budget_ms: float = 1000.0
+    # GPU timing: stop early once IQR / median falls below this.
+    target_relative_iqr: float = 0.005
+    # CPU timing (recorded, labelled cpu): timed calls after one warm-up call.
+    cpu_timing_trials: int = 3
+    # Peak memory bandwidth of the GPU, GB/s, for the speed-of-light check (a candidate
+    # faster than moving its inputs and outputs once is flagged for review); 0: look the
+    # device up in a table of known GPUs.
+    peak_bandwidth_gbps: float = 0.0
+    # Reuse finished results from the run's journal (false: evaluate everything again).
+    cache: bool = True
+    # Folder for the workers' scratch folders; empty: the system's temporary folder.
+    scratch_dir: str = ""
+    # Reference outputs kept in memory across candidates, MiB (least recently used go).
+    reference_cache_mb: int = 4096
+
+
+@dataclass
 class KzConfig:
     run: RunConfig = field(default_factory=RunConfig)
     log: LogConfig = field(default_factory=LogConfig)
     problems: ProblemsConfig = field(default_factory=ProblemsConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
 
 PRESET_PACKAGE = "kz_core.presets"

@@ -284,7 +284,7 @@ class Completion:
     :ivar role: ``coder`` or ``proposer``.
     :ivar text: the model's reply, verbatim.
     :ivar sample_index: 0..n-1 among the samples for the prompt.
-    :ivar tokens: number of generated tokens.
+    :ivar tokens: number of generated tokens, the end-of-sequence token included.
     """
 
     prompt_id: str

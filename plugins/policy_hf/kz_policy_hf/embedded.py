@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +44,8 @@ MARKER_FILE = "kz-embedded.json"
 CACHE_DIR_ENV = "KZ_CACHE_DIR"
 #: Prefix of a conversion in progress: ``.<name>.partial-<host>-<pid>``.
 _PARTIAL_INFIX = ".partial-"
+#: One conversion at a time within a process (processes coordinate through the rename).
+_conversion_lock = threading.Lock()
 
 
 def cache_dir() -> Path:
@@ -68,16 +71,17 @@ def embedded_model_path() -> Path:
         installed transformers cannot convert the file.
     """
     target = cache_dir() / "models" / EMBEDDED_MODEL_NAME
-    if _is_finished(target):
+    with _conversion_lock:
+        if _is_finished(target):
+            return target
+        if target.exists():
+            raise PolicyError(
+                f"{target} exists but is not a finished kz conversion (it has no {MARKER_FILE}); "
+                f"delete it and kz converts the embedded model again, or point {CACHE_DIR_ENV} elsewhere"
+            )
+        with _packaged_gguf() as gguf_path:
+            _convert_atomically(gguf_path, target)
         return target
-    if target.exists():
-        raise PolicyError(
-            f"{target} exists but is not a finished kz conversion (it has no {MARKER_FILE}); "
-            f"delete it and kz converts the embedded model again, or point {CACHE_DIR_ENV} elsewhere"
-        )
-    with _packaged_gguf() as gguf_path:
-        _convert_atomically(gguf_path, target)
-    return target
 
 
 def _is_finished(folder: Path) -> bool:
@@ -109,7 +113,9 @@ def _convert_atomically(gguf_path: Path, target: Path) -> None:
     try:
         models.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise PolicyError(f"cannot create the model cache {models}: {exc}; set {CACHE_DIR_ENV} to a writable folder") from exc
+        raise PolicyError(
+            f"cannot create the model cache {models}: {exc}; set {CACHE_DIR_ENV} to a writable folder"
+        ) from exc
     _remove_abandoned_partials(models, target.name)
     partial = models / f".{target.name}{_PARTIAL_INFIX}{socket.gethostname()}-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
@@ -125,7 +131,9 @@ def _convert_atomically(gguf_path: Path, target: Path) -> None:
                 raise
             logger.info("another process finished converting {} first; using its copy", target)
     except OSError as exc:
-        raise PolicyError(f"cannot write the converted model into {models}: {exc}; set {CACHE_DIR_ENV} to a writable folder") from exc
+        raise PolicyError(
+            f"cannot write the converted model into {models}: {exc}; set {CACHE_DIR_ENV} to a writable folder"
+        ) from exc
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     logger.info("converted the embedded model in {:.1f} s", time.perf_counter() - started)

@@ -97,7 +97,9 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     dtype = getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise PolicyError(f"policy.dtype {name!r} is not a torch floating dtype: use auto, bfloat16, float16 or float32")
+        raise PolicyError(
+            f"policy.dtype {name!r} is not a torch floating dtype: use auto, bfloat16, float16 or float32"
+        )
     return dtype
 
 

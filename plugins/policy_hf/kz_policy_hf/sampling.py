@@ -55,13 +55,16 @@ def sample_completions(prompts: Sequence[Prompt], n: int, role: str, config: Pol
     policy = load_policy(model_source(config, role), config.device, config.dtype)
     token_ids = [_encode(policy.tokenizer, prompt) for prompt in prompts]
     generation_config = _generation_config(n, config, policy)
-    batches = [range(start, min(start + config.batch_size, len(prompts))) for start in range(0, len(prompts), config.batch_size)]
+    batches = [
+        range(start, min(start + config.batch_size, len(prompts)))
+        for start in range(0, len(prompts), config.batch_size)
+    ]
 
     completions: list[list[Completion]] = []
     rng_devices = [policy.device] if policy.device.type == "cuda" else []
     with _progress(len(batches) > 1) as progress, torch.random.fork_rng(devices=rng_devices, device_type="cuda"):
         task = progress.add_task(f"sampling {len(prompts)}×{n} {role} completions", total=len(batches))
-        torch.manual_seed(config.seed)
+        _seed(policy.device, config.seed)
         for batch in batches:
             input_ids, attention_mask = left_pad([token_ids[index] for index in batch], policy.pad_token_id)
             with torch.inference_mode():
@@ -70,9 +73,11 @@ def sample_completions(prompts: Sequence[Prompt], n: int, role: str, config: Pol
                     attention_mask=attention_mask.to(policy.device),
                     generation_config=generation_config,
                 )
-            new_tokens = output[:, input_ids.shape[1] :].tolist()  # (len(batch) * n, generated)
+            new_tokens = output[:, input_ids.shape[1] :].tolist()  # (len(batch) * returned, generated)
+            returned = generation_config.num_return_sequences
             for offset, index in enumerate(batch):
-                rows = new_tokens[offset * n : (offset + 1) * n]
+                rows = new_tokens[offset * returned : (offset + 1) * returned]
+                rows = rows if returned == n else rows * n  # greedy: one decode, n identical samples
                 completions.append([_completion(prompts[index], role, k, row, policy) for k, row in enumerate(rows)])
             progress.advance(task)
     return completions
@@ -147,7 +152,8 @@ def _generation_config(n: int, config: PolicyConfig, policy: LoadedPolicy) -> An
     sampling = config.temperature > 0
     options: dict[str, Any] = {
         "max_new_tokens": config.max_new_tokens,
-        "num_return_sequences": n,
+        # Greedy decoding is deterministic: decode once and repeat it n times.
+        "num_return_sequences": n if sampling else 1,
         "do_sample": sampling,
         "pad_token_id": policy.pad_token_id,
         "eos_token_id": list(policy.eos_token_ids) or None,
@@ -156,6 +162,14 @@ def _generation_config(n: int, config: PolicyConfig, policy: LoadedPolicy) -> An
     if sampling:
         options.update(temperature=config.temperature, top_p=config.top_p, top_k=0)
     return GenerationConfig(**options)
+
+
+def _seed(device: torch.device, seed: int) -> None:
+    """Seed the generators sampling draws from: the CPU's and the policy's GPU's, no other."""
+    torch.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            torch.cuda.manual_seed(seed)
 
 
 def _check_options(n: int, config: PolicyConfig) -> None:
