@@ -1,0 +1,32 @@
+# The two commands of the README: `make demo` and `make test`. Both create the virtual
+# environment on first use and install kz-core and the four plugins into it (editable).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.kz-installed
+# On a machine without a GPU, 2.13.0 resolves to a CPU wheel here; a plain `torch`
+# requirement would pull a CUDA build of several GB. On a GPU machine: make TORCH=torch
+TORCH ?= torch==2.13.0
+PLUGINS := plugins/backend_triton plugins/backend_cuda plugins/policy_hf plugins/reward_cagrpo
+
+.PHONY: demo test install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet -e ".[test]" $(addprefix -e ,$(PLUGINS))
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/kz plugins
+	$(VENV)/bin/kz problems list
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis
