@@ -58,3 +58,8 @@ class RunOutput:
 
     outputs: Any
     launches: int
+
+
+class KernelCompileError(Exception):
+    """Raised by ``backend_run`` when a kernel fails to compile at its first launch (Triton
+    compiles lazily); the worker reports it as ``compile_error`` with this message as log."""

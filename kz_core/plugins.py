@@ -30,6 +30,8 @@ LOAD_PLUGINS_ENV = "KZ_LOAD_PLUGINS"
 #: The core's own plugins, registered exactly as a third party's would be.
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "kz_core.problems.sources",
+    "kz_core.evaluate.guards",
+    "kz_core.evaluate.correctness",
     "kz_core.commands.plugins_command",
     "kz_core.commands.config_command",
     "kz_core.commands.problems_command",

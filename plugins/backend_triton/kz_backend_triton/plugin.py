@@ -1,12 +1,14 @@
-"""The kz-backend-triton plugin's hook implementations: registration and static checks.
+"""The kz-backend-triton plugin's hook implementations.
 
-Compilation and runs inside the evaluator's workers arrive with the evaluator; this
-module must stay importable without Triton installed (it only reads source text).
+Registration and static checks run in the caller and read source text only; compile and
+run are answered inside the evaluator's workers. Triton itself is imported lazily, so
+this module loads (for ``kz plugins``) without initialising it.
 """
 
 from __future__ import annotations
 
 from kz_core import hookimpl
+from kz_core.backend import KernelCompileError, RunOutput
 from kz_core.model import BackendInfo
 
 from kz_backend_triton.checks import check_triton_source
@@ -31,3 +33,28 @@ def static_checks(candidate):
     if candidate.backend != BACKEND:
         return []
     return check_triton_source(candidate.code)
+
+
+@hookimpl
+def backend_compile(candidate, workdir):
+    if candidate.backend != BACKEND:
+        return None
+    from kz_backend_triton.compile import compile_candidate
+
+    return compile_candidate(candidate, workdir)
+
+
+@hookimpl
+def backend_run(compiled, model, inputs):
+    if compiled.backend != BACKEND:
+        return None
+    from triton.compiler.errors import CompilationError
+
+    from kz_backend_triton.launches import COUNTER
+
+    before = COUNTER.count
+    try:
+        outputs = model(*inputs)
+    except CompilationError as exc:
+        raise KernelCompileError(str(exc)) from exc
+    return RunOutput(outputs=outputs, launches=COUNTER.count - before)

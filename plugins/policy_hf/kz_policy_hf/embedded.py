@@ -31,6 +31,8 @@ from typing import Any
 
 from loguru import logger
 
+from kz_core.paths import CACHE_DIR_ENV, cache_dir
+
 from kz_policy_hf.errors import PolicyError
 
 #: The package that ships the GGUF file, and the file's name inside it.
@@ -40,23 +42,10 @@ GGUF_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
 #: Written last into a finished conversion; describes where the weights came from.
 MARKER_FILE = "kz-embedded.json"
-#: Overrides the cache folder (default ``$XDG_CACHE_HOME/kz``, else ``~/.cache/kz``).
-CACHE_DIR_ENV = "KZ_CACHE_DIR"
 #: Prefix of a conversion in progress: ``.<name>.partial-<host>-<pid>``.
 _PARTIAL_INFIX = ".partial-"
 #: One conversion at a time within a process (processes coordinate through the rename).
 _conversion_lock = threading.Lock()
-
-
-def cache_dir() -> Path:
-    """kz's cache folder: ``$KZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/kz``, else ``~/.cache/kz``."""
-    explicit = os.environ.get(CACHE_DIR_ENV, "").strip()
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    if xdg:
-        return Path(xdg).expanduser() / "kz"
-    return Path.home() / ".cache" / "kz"
 
 
 def embedded_model_path() -> Path:

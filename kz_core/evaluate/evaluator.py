@@ -1,0 +1,621 @@
+"""The evaluator: many candidates at once, sandboxed, judged against references.
+
+For each candidate, in this order:
+
+1. static checks (``static_checks`` hook) on its source, in this process; errors end it;
+2. reference outputs for the problem, from a *reference* worker (candidate code never
+   runs there), for secret seeds drawn when the evaluator was created; cached;
+3. in a *candidate* worker: compile (``backend_compile``), construct ``ModelNew`` with
+   the reference's seed, run the correctness trials (``backend_run``), each on fresh
+   inputs, with launch counting, profiling of the first call, poisoned free memory, and
+   checks of inputs, aliasing, flags, threads and streams;
+4. here: judge the trials against the reference (``check_outputs`` hook and the runtime
+   guards of ``judge.py``);
+5. on a GPU, for correct candidates: time them while no other work runs on that GPU
+   (an exclusive lock; correctness trials of other candidates hold it shared), check the
+   timed calls' outputs, and compare with baselines timed in a reference worker.
+
+Every candidate failure becomes an :class:`EvalResult`; only failures of the evaluator
+itself (a worker that cannot start, a missing GPU) raise :class:`EvaluatorError`.
+Results are journaled when a journal is given. This module runs no candidate code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import json
+import os
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+from loguru import logger
+
+from kz_core.config import EvalConfig, to_container
+from kz_core.evaluate.correctness import TOLERANCE_TABLES
+from kz_core.evaluate.journal import BaselineCache, Journal, result_key
+from kz_core.evaluate.judge import (
+    decide_verdict,
+    judge_timed_outputs,
+    judge_trials,
+    peak_bandwidth_gbps,
+    speed_of_light_finding,
+    summary_message,
+)
+from kz_core.evaluate.sandbox import (
+    SandboxSettings,
+    WorkerDied,
+    WorkerError,
+    WorkerPool,
+    WorkerProcess,
+    WorkerStartError,
+    WorkerTimeout,
+)
+from kz_core.evaluate.timing import TimingSettings
+from kz_core.evaluate.variants import size_variations
+from kz_core.model import (
+    Candidate,
+    EvalResult,
+    Environment,
+    Finding,
+    Problem,
+    RuntimeStats,
+    Severity,
+    StageTimings,
+    Verdict,
+)
+from kz_core.serialization import from_json_dict
+
+#: Settings that never change a verdict, left out of journal keys.
+_KEY_EXCLUDED = {"workers", "reference_workers", "cache", "scratch_dir", "reference_cache_mb", "backend", "device"}
+#: Verdicts after which a candidate worker is replaced rather than reused.
+_RETIRE_AFTER = {Verdict.REJECTED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}
+
+
+class EvaluatorError(RuntimeError):
+    """The evaluator itself cannot work (no GPU, workers that cannot start); says what to do."""
+
+
+def resolve_device(spec: str) -> str:
+    """``cpu`` or ``cuda:N`` for a device setting, checking that the device exists."""
+    spec = spec.strip().lower()
+    if spec in ("", "auto"):
+        import torch
+
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if spec == "cpu":
+        return "cpu"
+    if spec == "cuda":
+        spec = "cuda:0"
+    if spec.startswith("cuda:") and spec[5:].isdigit():
+        import torch
+
+        if not torch.cuda.is_available():
+            raise EvaluatorError(f"device {spec!r} was asked for, but torch sees no CUDA GPU here: use --device cpu (Triton runs under its interpreter)")
+        if int(spec[5:]) >= torch.cuda.device_count():
+            raise EvaluatorError(f"device {spec!r} does not exist: this machine has {torch.cuda.device_count()} GPU(s)")
+        return spec
+    raise EvaluatorError(f"unknown device {spec!r}: use auto, cpu, cuda or cuda:N")
+
+
+class SharedExclusiveLock:
+    """Many shared holders or one exclusive holder; a waiting exclusive blocks new shared."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting_exclusive = 0
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._condition:
+            while self._exclusive or self._waiting_exclusive:
+                self._condition.wait()
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._shared -= 1
+                self._condition.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._condition:
+            self._waiting_exclusive += 1
+            while self._exclusive or self._shared:
+                self._condition.wait()
+            self._waiting_exclusive -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._exclusive = False
+                self._condition.notify_all()
+
+
+@attrs.frozen
+class ReferenceRecord:
+    """Reference outputs per seed for one problem, or why the reference failed."""
+
+    trials: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+    error: str = ""
+    nbytes: int = 0
+    #: ``{"overrides": {...}, "seed": s}`` for the size-variation trial, when one suits.
+    variant: dict[str, Any] | None = None
+
+
+def _default_workers(device: str) -> int:
+    if device == "cpu":
+        return max(1, min(8, os.cpu_count() or 1))
+    return 4
+
+
+class Evaluator:
+    """Evaluate candidates for a set of problems; a context manager that owns worker pools.
+
+    :param problems: the problems candidates may answer (by name).
+    :param config: the ``eval`` config section (defaults when None).
+    :param journal: where finished results are stored and found again (optional).
+    """
+
+    def __init__(self, problems: Iterable[Problem], config: EvalConfig | Any | None = None, *, journal: Journal | None = None):
+        from kz_core.plugins import get_plugin_manager
+
+        self.config = config if config is not None else EvalConfig()
+        if self.config.tolerance not in TOLERANCE_TABLES:
+            raise EvaluatorError(f"eval.tolerance={self.config.tolerance!r}: use one of {', '.join(TOLERANCE_TABLES)}")
+        if self.config.guards not in ("strict", "warn"):
+            raise EvaluatorError(f"eval.guards={self.config.guards!r}: use strict or warn")
+        if self.config.trials < 1:
+            raise EvaluatorError("eval.trials must be at least 1")
+        self.problems = {p.name: p for p in problems}
+        self.device = resolve_device(self.config.device)
+        self.pm = get_plugin_manager()
+        self.journal = journal
+        self.init_seed = secrets.randbits(31)
+        self.trial_seeds = [secrets.randbits(62) for _ in range(self.config.trials)]
+        self.timing_seeds = [secrets.randbits(62) for _ in range(2)]
+        self.variant_seed = secrets.randbits(62)
+        scratch_root = Path(self.config.scratch_dir or tempfile.gettempdir()) / f"kz-eval-{os.getpid()}-{secrets.token_hex(4)}"
+        common = dict(
+            scratch_root=scratch_root,
+            address_space_bytes=int(self.config.memory_limit_gb * (1 << 30)),
+            file_size_bytes=int(self.config.file_size_limit_mb) << 20,
+            threads=1 if self.device == "cpu" else 4,
+            tf32=bool(self.config.reference_tf32),
+        )
+        workers = self.config.workers or _default_workers(self.device)
+        self._candidate_pool = WorkerPool(
+            self.device, "candidate", workers, SandboxSettings(cpu_budget_s=self.config.cpu_time_limit_s, **common), self.config.recycle_after
+        )
+        self._reference_pool = WorkerPool(self.device, "reference", self.config.reference_workers, SandboxSettings(**common))
+        self._references: collections.OrderedDict[str, ReferenceRecord] = collections.OrderedDict()
+        self._reference_bytes = 0
+        self._reference_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
+        self._references_lock = threading.Lock()
+        self._baselines: dict[tuple[str, str], RuntimeStats | None] = {}
+        self._baseline_locks: dict[tuple[str, str], threading.Lock] = collections.defaultdict(threading.Lock)
+        self._baseline_cache: BaselineCache | None = None
+        self._gpu = SharedExclusiveLock()
+        self._closed = False
+        settings = to_container(self.config)
+        self._config_key = json.dumps({k: v for k, v in settings.items() if k not in _KEY_EXCLUDED}, sort_keys=True)
+        self._timing = TimingSettings(
+            warmup_ms=self.config.warmup_ms,
+            min_trials=self.config.min_trials if self.device != "cpu" else self.config.cpu_timing_trials,
+            max_trials=self.config.max_trials if self.device != "cpu" else self.config.cpu_timing_trials,
+            budget_ms=self.config.time_budget_ms,
+            target_relative_iqr=self.config.target_relative_iqr,
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every worker (and their children); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._candidate_pool.close()
+        self._reference_pool.close()
+        if self._baseline_cache is not None:
+            self._baseline_cache.close()
+        import shutil
+
+        shutil.rmtree(self._candidate_pool.settings.scratch_root, ignore_errors=True)
+
+    def warm_up(self) -> None:
+        """Start the workers now rather than on the first candidate."""
+        try:
+            self._reference_pool.warm_up()
+            self._candidate_pool.warm_up()
+        except WorkerStartError as exc:
+            raise EvaluatorError(str(exc)) from exc
+
+    @property
+    def workers(self) -> int:
+        return self._candidate_pool.size
+
+    # -- public API ---------------------------------------------------------------------
+
+    def evaluate(self, candidates: Sequence[Candidate], progress: Callable[[EvalResult], None] | None = None) -> list[EvalResult]:
+        """Evaluate ``candidates`` concurrently; one result per candidate, in order.
+
+        :param progress: called with each result as it finishes (from a worker thread).
+        :raises EvaluatorError: only when the evaluator itself cannot work.
+        """
+        candidates = list(candidates)
+        results: list[EvalResult | None] = [None] * len(candidates)
+        # Candidates for the same problem next to each other: the reference is reused.
+        order = sorted(range(len(candidates)), key=lambda i: (candidates[i].problem, i))
+        threads = self._candidate_pool.size + 1
+        with concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kz-eval") as executor:
+            futures = {executor.submit(self.evaluate_one, candidates[i]): i for i in order}
+            try:
+                for future in concurrent.futures.as_completed(futures):
+                    index = futures[future]
+                    results[index] = future.result()
+                    if progress is not None:
+                        progress(results[index])  # type: ignore[arg-type]
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+        return results  # type: ignore[return-value]
+
+    async def evaluate_async(self, candidates: Sequence[Candidate], progress: Callable[[EvalResult], None] | None = None) -> list[EvalResult]:
+        """:meth:`evaluate` for async code: runs in a thread, so the event loop stays free."""
+        return await asyncio.to_thread(self.evaluate, candidates, progress)
+
+    def journal_key(self, candidate: Candidate) -> str:
+        import torch
+
+        problem = self.problems.get(candidate.problem)
+        return result_key(
+            problem.content_hash if problem else "?",
+            candidate.content_hash,
+            candidate.backend,
+            self.device,
+            torch.__version__,
+            self._config_key,
+        )
+
+    def evaluate_one(self, candidate: Candidate) -> EvalResult:
+        """Evaluate one candidate (reusing the journal's result when there is one)."""
+        key = self.journal_key(candidate) if self.journal is not None else ""
+        if self.journal is not None and self.config.cache:
+            cached = self.journal.get(key)
+            if cached is not None:
+                return attrs.evolve(cached, sample_id=candidate.sample_id)
+        result = self._evaluate(candidate)
+        if self.journal is not None:
+            self.journal.put(key, result)
+        return result
+
+    # -- the pipeline -------------------------------------------------------------------
+
+    def _finish(self, candidate: Candidate, problem: Problem | None, findings: list[Finding], started: float, **fields: Any) -> EvalResult:
+        verdict = decide_verdict(findings)
+        timings = fields.pop("timings", StageTimings())
+        timings = attrs.evolve(timings, total_s=time.perf_counter() - started)
+        return EvalResult(
+            problem=candidate.problem,
+            sample_id=candidate.sample_id,
+            backend=candidate.backend,
+            verdict=verdict,
+            findings=tuple(findings),
+            timings=timings,
+            problem_hash=problem.content_hash if problem else "",
+            candidate_hash=candidate.content_hash,
+            message=summary_message(verdict, findings),
+            **fields,
+        )
+
+    def _environment(self) -> Environment:
+        identity = self._candidate_pool.identity or self._reference_pool.identity or {}
+        return Environment(
+            device=self.device,
+            device_name=identity.get("device_name", ""),
+            python=identity.get("python", ""),
+            torch=identity.get("torch", ""),
+            backend_version=identity.get("backend_versions", ""),
+            driver=identity.get("driver", ""),
+        )
+
+    def _evaluate(self, candidate: Candidate) -> EvalResult:
+        started = time.perf_counter()
+        problem = self.problems.get(candidate.problem)
+        if problem is None:
+            finding = Finding("unknown_problem", f"no problem named {candidate.problem!r} among the {len(self.problems)} loaded")
+            return self._finish(candidate, None, [finding], started)
+        static_started = time.perf_counter()
+        findings = [f for group in self.pm.hook.static_checks(candidate=candidate, problem=problem) for f in group]
+        timings = StageTimings(static_s=time.perf_counter() - static_started)
+        if any(f.severity is Severity.ERROR for f in findings):
+            return self._finish(candidate, problem, findings, started, timings=timings)
+        reference = self._reference(problem)
+        if reference.error:
+            findings.append(Finding("reference_error", f"the problem's reference failed, so nothing can be checked: {reference.error}"))
+            return self._finish(candidate, problem, findings, started, timings=timings)
+        try:
+            with self._candidate_pool.acquire() as worker:
+                return self._run_candidate(worker, candidate, problem, reference, findings, timings, started)
+        except WorkerStartError as exc:
+            raise EvaluatorError(str(exc)) from exc
+
+    def _stage_failure(self, reply: dict[str, Any]) -> Finding:
+        stage = reply.get("stage", "")
+        check = "compile_error" if stage == "compile" else "runtime_error"
+        where = {"compile": "while loading or compiling", "init": "while constructing ModelNew", "run": "while running forward", "timing": "while timing"}.get(stage, f"in stage {stage}")
+        message = f"{reply.get('message', 'failed')} ({where})"
+        trace = reply.get("traceback", "")
+        if trace:
+            message += "\n" + _trim_traceback(trace)
+        return Finding(check, message)
+
+    def _call(self, worker: WorkerProcess, request: dict[str, Any], timeout: float, stage: str) -> tuple[dict[str, Any] | None, Finding | None]:
+        """A worker call whose failures become findings (timeouts, crashes)."""
+        try:
+            reply = worker.call(request, timeout=timeout)
+        except WorkerTimeout as exc:
+            return None, Finding("timeout", f"{stage}: {exc}")
+        except WorkerDied as exc:
+            tail = worker.log_tail(1500).strip()
+            return None, Finding("worker_died", f"{stage}: {exc}" + (f"\nworker output:\n{tail}" if tail else ""))
+        except WorkerError as exc:
+            return None, Finding("worker_died", f"{stage}: {exc}")
+        if not reply.get("ok"):
+            if reply.get("cuda_error"):
+                worker.kill()
+            return reply, self._stage_failure(reply)
+        return reply, None
+
+    def _run_candidate(
+        self,
+        worker: WorkerProcess,
+        candidate: Candidate,
+        problem: Problem,
+        reference: ReferenceRecord,
+        findings: list[Finding],
+        timings: StageTimings,
+        started: float,
+    ) -> EvalResult:
+        environment = self._environment()
+        request = {
+            "op": "load",
+            "candidate": attrs.asdict(candidate),
+            "problem": _problem_payload(problem),
+            "init_seed": self.init_seed,
+        }
+        load_started = time.perf_counter()
+        reply, failure = self._call(worker, request, self.config.compile_timeout_s, "compile")
+        timings = attrs.evolve(timings, compile_s=time.perf_counter() - load_started)
+        if failure is not None or reply is None:
+            return self._retire(worker, self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment))
+        if reply.get("failure"):
+            compile_failure = reply["failure"]
+            message = compile_failure["message"] + (f"\n{compile_failure['log']}" if compile_failure.get("log") else "")
+            check = "syntax_error" if compile_failure["verdict"] == Verdict.FORMAT_ERROR.value and "syntax" in compile_failure["message"] else (
+                "no_model_new" if compile_failure["verdict"] == Verdict.FORMAT_ERROR.value else "compile_error"
+            )
+            findings.append(Finding(check, message, line=compile_failure.get("line")))
+            return self._finish(candidate, problem, findings, started, timings=timings, environment=environment)
+        findings += [Finding("backend", note, Severity.INFO) for note in reply.get("notes", [])]
+        if reply.get("threads_started", 0) > 0:
+            findings.append(Finding("thread_or_stream", "loading the candidate started threads"))
+
+        trials_started = time.perf_counter()
+        with self._gpu.shared():
+            reply, failure = self._call(
+                worker,
+                {
+                    "op": "trials",
+                    "seeds": self.trial_seeds,
+                    "poison_mb": self.config.poison_mb,
+                    "profile": True,
+                    "problem": _problem_payload(problem),
+                    "init_seed": self.init_seed,
+                    "variant": reference.variant,
+                },
+                self.config.run_timeout_s,
+                "correctness trials",
+            )
+        timings = attrs.evolve(timings, correctness_s=time.perf_counter() - trials_started)
+        if failure is not None or reply is None:
+            return self._retire(worker, self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment))
+        trial_findings, max_abs, max_rel, launches = judge_trials(
+            problem,
+            reference.trials,
+            reply,
+            pm=self.pm,
+            tolerance_table=self.config.tolerance,
+            atol=self.config.atol,
+            rtol=self.config.rtol,
+            guards=self.config.guards,
+        )
+        findings += trial_findings
+        findings.append(
+            Finding(
+                "reference_tf32",
+                f"references computed with TF32 {'on' if self.config.reference_tf32 else 'off (exact fp32 matmuls and convolutions)'}",
+                Severity.INFO,
+            )
+        )
+        fields: dict[str, Any] = dict(
+            timings=timings, environment=environment, max_abs_error=max_abs, max_rel_error=max_rel, launches=launches
+        )
+        if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
+            fields.update(self._time(worker, problem, reference, findings))
+            fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None))
+        unload, _ = self._call(worker, {"op": "unload"}, 60, "unload")
+        if unload and unload.get("flags_changed"):
+            name, (before, after) = next(iter(unload["flags_changed"].items()))
+            findings.append(Finding("global_flags", f"the candidate changed {name} from {before} to {after}"))
+        result = self._finish(candidate, problem, findings, started, **fields)
+        return self._retire(worker, result) if result.verdict in _RETIRE_AFTER else result
+
+    def _retire(self, worker: WorkerProcess, result: EvalResult) -> EvalResult:
+        """Replace a worker that ran a failing or cheating candidate (its process may be dirty)."""
+        worker.kill()
+        return result
+
+    def _time(self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, findings: list[Finding]) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        timing_started = time.perf_counter()
+        with self._gpu.exclusive():
+            reply, failure = self._call(
+                worker,
+                {"op": "time", "seeds": self.timing_seeds, "settings": attrs.asdict(self._timing)},
+                self.config.run_timeout_s,
+                "timing",
+            )
+        fields["timing_s"] = time.perf_counter() - timing_started
+        if failure is not None or reply is None:
+            findings.append(failure)  # type: ignore[arg-type]
+            return fields
+        findings += judge_timed_outputs(
+            problem, reference.trials, reply, tolerance_table=self.config.tolerance, atol=self.config.atol, rtol=self.config.rtol
+        )
+        runtime = from_json_dict(RuntimeStats, reply["stats"])
+        fields["runtime"] = runtime
+        if self.device == "cpu":
+            return fields  # CPU timings are recorded, never turned into speedups
+        baselines: dict[str, RuntimeStats] = {}
+        for mode in self.config.baselines:
+            stats = self._baseline(problem, mode, findings)
+            if stats is not None:
+                baselines[mode] = stats
+        fields["baselines"] = baselines
+        fields["speedups"] = {mode: stats.median_ms / runtime.median_ms for mode, stats in baselines.items() if runtime.median_ms > 0}
+        trial = reference.trials[self.timing_seeds[0]]
+        bytes_moved = trial["input_bytes"] + sum(t.nbytes for t in trial["outputs"])
+        bandwidth = peak_bandwidth_gbps(self._environment().device_name, self.config.peak_bandwidth_gbps)
+        flag = speed_of_light_finding(runtime.median_ms, bytes_moved, bandwidth)
+        if flag is not None:
+            findings.append(flag)
+        return fields
+
+    # -- references and baselines -------------------------------------------------------
+
+    def _reference(self, problem: Problem) -> ReferenceRecord:
+        key = problem.content_hash
+        with self._reference_locks[key]:
+            with self._references_lock:
+                if key in self._references:
+                    self._references.move_to_end(key)
+                    return self._references[key]
+            record = self._compute_reference(problem)
+            with self._references_lock:
+                self._references[key] = record
+                self._reference_bytes += record.nbytes
+                limit = self.config.reference_cache_mb << 20
+                while self._reference_bytes > limit and len(self._references) > 1:
+                    _, evicted = self._references.popitem(last=False)
+                    self._reference_bytes -= evicted.nbytes
+            return record
+
+    def _compute_reference(self, problem: Problem) -> ReferenceRecord:
+        seeds = self.trial_seeds + self.timing_seeds
+        request = {
+            "op": "reference",
+            "problem": _problem_payload(problem),
+            "init_seed": self.init_seed,
+            "seeds": seeds,
+            "variations": size_variations(problem.code) if self.config.size_variation else [],
+            "variant_seed": self.variant_seed,
+        }
+        try:
+            with self._reference_pool.acquire() as worker:
+                with self._gpu.shared():
+                    reply, failure = self._call(worker, request, self.config.run_timeout_s, "reference")
+        except WorkerStartError as exc:
+            raise EvaluatorError(str(exc)) from exc
+        if failure is not None or reply is None:
+            return ReferenceRecord(error=(failure.message if failure else "no reply"))
+        trials = {trial["seed"]: trial for trial in reply["trials"]}
+        variant = None
+        if reply.get("variant"):
+            trials[self.variant_seed] = reply["variant"]["trial"]
+            variant = {"overrides": reply["variant"]["overrides"], "seed": self.variant_seed}
+        nbytes = sum(t.nbytes for trial in trials.values() for t in trial["outputs"] if hasattr(t, "nbytes"))
+        for trial in trials.values():
+            bad = [type(t).__name__ for t in trial["outputs"] if t is None or not hasattr(t, "dtype")]
+            if bad:
+                return ReferenceRecord(error=f"the reference returned non-tensor outputs ({', '.join(bad)})")
+        return ReferenceRecord(trials=trials, nbytes=nbytes, variant=variant)
+
+    def _baseline_store(self) -> BaselineCache | None:
+        if not self.config.cache:
+            return None
+        if self._baseline_cache is None:
+            from kz_core.paths import cache_dir
+
+            self._baseline_cache = BaselineCache(cache_dir(create=True) / "baselines.sqlite")
+        return self._baseline_cache
+
+    def _baseline(self, problem: Problem, mode: str, findings: list[Finding]) -> RuntimeStats | None:
+        key = (problem.content_hash, mode)
+        with self._baseline_locks[key]:
+            if key in self._baselines:
+                return self._baselines[key]
+            environment = self._environment()
+            cache_key = result_key(problem.content_hash, mode, environment.device_name, environment.torch, json.dumps(attrs.asdict(self._timing), sort_keys=True))
+            store = self._baseline_store()
+            stats = store.get(cache_key) if store is not None else None
+            if stats is None:
+                request = {
+                    "op": "baseline",
+                    "problem": _problem_payload(problem),
+                    "init_seed": self.init_seed,
+                    "seeds": self.timing_seeds,
+                    "mode": mode,
+                    "settings": attrs.asdict(self._timing),
+                }
+                timeout = self.config.run_timeout_s + (self.config.compile_timeout_s if mode == "compile" else 0)
+                with self._reference_pool.acquire() as worker:
+                    with self._gpu.exclusive():
+                        reply, failure = self._call(worker, request, timeout, f"{mode} baseline")
+                if failure is not None or reply is None:
+                    findings.append(Finding("baseline", f"the {mode} baseline could not be timed: {failure.message if failure else 'no reply'}", Severity.WARNING))
+                    logger.warning("{}: {} baseline failed: {}", problem.name, mode, failure.message if failure else "no reply")
+                else:
+                    stats = from_json_dict(RuntimeStats, reply["stats"])
+                    if store is not None:
+                        store.put(cache_key, stats)
+            self._baselines[key] = stats
+            return stats
+
+
+def _problem_payload(problem: Problem) -> dict[str, Any]:
+    return {"name": problem.name, "code": problem.code, "hash": problem.content_hash}
+
+
+def _trim_traceback(text: str, lines: int = 12) -> str:
+    """The end of a traceback, without the worker's own frames."""
+    kept = [line for line in text.strip().splitlines() if "kz_core/evaluate/" not in line]
+    return "\n".join(kept[-lines:])
+
+
+def evaluate(
+    problems: Iterable[Problem], candidates: Sequence[Candidate], config: EvalConfig | Any | None = None, *, journal: Journal | None = None
+) -> list[EvalResult]:
+    """Evaluate ``candidates`` with a temporary :class:`Evaluator` (see its documentation)."""
+    with Evaluator(problems, config, journal=journal) as evaluator:
+        return evaluator.evaluate(candidates)
+

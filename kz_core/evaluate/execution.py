@@ -1,0 +1,242 @@
+"""Worker-side mechanics shared by reference and candidate runs.
+
+Loading a problem's module, seeding, building inputs on the device, flattening outputs,
+fingerprinting and comparing tensors bit for bit, poisoning the allocator's free memory,
+snapshotting global torch flags, finding compute-heavy torch ops in a profiler trace.
+
+Runs only inside worker processes (``kz_core/evaluate/worker.py``); never in the caller.
+It decides nothing about verdicts: it measures, and the parent judges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import random
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+
+def load_module(code: str, name: str, filename: str) -> types.ModuleType:
+    """Execute ``code`` as a fresh module named ``name`` (registered in sys.modules, so that
+    pickling, dataclasses and Triton's source inspection work). Exceptions propagate."""
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    Path(filename).write_text(code, encoding="utf-8")
+    sys.modules[name] = module
+    try:
+        exec(compile(code, filename, "exec"), module.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch (CPU and CUDA), Python's random and NumPy from one secret seed."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed % (2**32))
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+
+
+def to_device(values: list[Any], device: str) -> list[Any]:
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def make_inputs(problem_module: types.ModuleType, seed: int, device: str) -> list[Any]:
+    seed_everything(seed)
+    return to_device(list(problem_module.get_inputs()), device)
+
+
+def make_init_inputs(problem_module: types.ModuleType, seed: int) -> list[Any]:
+    seed_everything(seed)
+    return list(problem_module.get_init_inputs())
+
+
+def instantiate(model_class: type, init_inputs: list[Any], seed: int, device: str) -> torch.nn.Module:
+    """Build a model as KernelBench does: the same seed right before construction, so that
+    ``Model`` and ``ModelNew`` declaring the same layers get the same weights."""
+    seed_everything(seed)
+    model = model_class(*init_inputs)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device).eval()
+    return model
+
+
+def flatten_outputs(output: Any) -> tuple[str, list[Any]]:
+    """``(structure, leaves)``: ``"tensor"`` for one output, ``"tuple[3]"`` for three."""
+    if isinstance(output, (tuple, list)):
+        return f"{type(output).__name__}[{len(output)}]", list(output)
+    return "tensor", [output]
+
+
+def fingerprint(values: list[Any]) -> list[str]:
+    """A sha256 per value of its dtype, shape and bytes (tensors) or repr (others)."""
+    prints = []
+    for value in values:
+        digest = hashlib.sha256()
+        if isinstance(value, torch.Tensor):
+            flat = value.detach().to("cpu").contiguous().reshape(-1)
+            digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
+            if flat.numel():
+                digest.update(flat.view(torch.uint8).numpy().tobytes())
+        else:
+            digest.update(repr(value).encode())
+        prints.append(digest.hexdigest())
+    return prints
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same dtype, shape and bits (NaNs with the same payload compare equal)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+
+
+def storages_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors share memory (an output aliasing an input)."""
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    try:
+        a_start = a.untyped_storage().data_ptr()
+        b_start = b.untyped_storage().data_ptr()
+        a_end = a_start + a.untyped_storage().nbytes()
+        b_end = b_start + b.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError):
+        return False
+    return a_start < b_end and b_start < a_end
+
+
+def poison_free_memory(device: str, megabytes: int) -> None:
+    """Fill memory the allocator will hand out next with NaN, then free it.
+
+    On a GPU, PyTorch's caching allocator reuses freed blocks, so an output the candidate
+    allocates and never fully writes reads back NaN instead of a stale reference result.
+    """
+    if not device.startswith("cuda") or megabytes <= 0:
+        return
+    numel = megabytes * (1 << 20) // 4
+    block = torch.empty(numel, dtype=torch.float32, device=device)
+    block.fill_(float("nan"))
+    del block
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def global_flags() -> dict[str, Any]:
+    """Process-wide torch settings a candidate must not change."""
+    flags: dict[str, Any] = {
+        "default_dtype": str(torch.get_default_dtype()),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "grad_enabled": torch.is_grad_enabled(),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "num_threads": torch.get_num_threads(),
+    }
+    flags["cuda.matmul.allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
+    flags["cuda.matmul.allow_fp16_reduced_precision_reduction"] = torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+    flags["cuda.matmul.allow_bf16_reduced_precision_reduction"] = torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
+    flags["cudnn.allow_tf32"] = torch.backends.cudnn.allow_tf32
+    flags["cudnn.benchmark"] = torch.backends.cudnn.benchmark
+    flags["cudnn.deterministic"] = torch.backends.cudnn.deterministic
+    flags["cudnn.enabled"] = torch.backends.cudnn.enabled
+    return flags
+
+
+def set_tf32(enabled: bool) -> None:
+    """Pin TF32 for matmuls and convolutions (the reference's numerics are stated by it)."""
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+
+
+def restore_flags(flags: dict[str, Any]) -> None:
+    """Put back the settings :func:`global_flags` recorded (after a candidate changed them)."""
+    torch.set_default_dtype(getattr(torch, flags["default_dtype"].removeprefix("torch.")))
+    torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
+    torch.set_grad_enabled(flags["grad_enabled"])
+    torch.use_deterministic_algorithms(flags["deterministic"])
+    torch.set_num_threads(flags["num_threads"])
+    torch.backends.cuda.matmul.allow_tf32 = flags["cuda.matmul.allow_tf32"]
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = flags["cuda.matmul.allow_fp16_reduced_precision_reduction"]
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = flags["cuda.matmul.allow_bf16_reduced_precision_reduction"]
+    torch.backends.cudnn.allow_tf32 = flags["cudnn.allow_tf32"]
+    torch.backends.cudnn.benchmark = flags["cudnn.benchmark"]
+    torch.backends.cudnn.deterministic = flags["cudnn.deterministic"]
+    torch.backends.cudnn.enabled = flags["cudnn.enabled"]
+
+
+#: aten ops that move, view or allocate memory without computing: a candidate's forward may
+#: call these through torch. Every other aten op in its forward is compute done by torch.
+NON_COMPUTE_OPS = frozenset(
+    f"aten::{name}"
+    for name in (
+        "empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like zero_ ones ones_like "
+        "full full_like fill_ new_zeros new_ones new_full arange "
+        "view view_as reshape _reshape_alias _unsafe_view as_strided contiguous clone copy_ _to_copy to "
+        "lift_fresh detach detach_ alias t transpose permute expand expand_as select slice unsqueeze "
+        "squeeze flatten unflatten unbind split split_with_sizes chunk narrow movedim size stride "
+        "numel set_ resize_ _local_scalar_dense item is_nonzero result_type _has_compatible_shallow_copy_type "
+        "record_stream"
+    ).split()
+)
+
+
+def torch_compute_ops(event_names: list[str]) -> list[str]:
+    """The aten ops in a profiler trace that compute (outside :data:`NON_COMPUTE_OPS`)."""
+    seen: dict[str, None] = {}
+    for name in event_names:
+        if name.startswith("aten::") and name not in NON_COMPUTE_OPS:
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+@attrs.define
+class Profile:
+    """What the profiler saw: aten op names, and the CUDA streams kernels ran on."""
+
+    op_names: list[str] = attrs.field(factory=list)
+    kernel_streams: set[int] = attrs.field(factory=set)
+
+
+@contextlib.contextmanager
+def profiled(device: str, trace_path: Path) -> Iterator[Profile]:
+    """Profile the enclosed code; the yielded :class:`Profile` is filled on exit.
+
+    Kernel streams come from the Chrome trace (``"stream"`` of ``kernel`` events), written
+    to ``trace_path`` and removed again.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    on_gpu = device.startswith("cuda")
+    if on_gpu:
+        activities.append(ProfilerActivity.CUDA)
+    result = Profile()
+    with profile(activities=activities) as prof:
+        yield result
+    result.op_names = [event.name for event in prof.events()]
+    if on_gpu:
+        prof.export_chrome_trace(str(trace_path))
+        try:
+            trace = json.loads(trace_path.read_text())
+            for event in trace.get("traceEvents", []):
+                if event.get("cat") == "kernel" and "stream" in event.get("args", {}):
+                    result.kernel_streams.add(int(event["args"]["stream"]))
+        finally:
+            trace_path.unlink(missing_ok=True)

@@ -1,0 +1,196 @@
+"""The core's static guards: checks of every candidate's source before anything runs.
+
+Each check reads the syntax tree only and has a stable name; each has a cheating
+candidate in ``tests/cheats/`` that it must catch. Backend plugins add checks of their
+own (``no_triton_kernel``, ``no_cuda_kernel``). Runtime guards (launch counts, the
+profiler, mutation, aliasing, flags, threads, streams) live in the evaluator, which judges
+what the workers measured.
+
+- ``syntax_error`` / ``no_model_new`` (format errors): the source does not parse, or
+  defines no ``class ModelNew``.
+- ``reference_reuse``: ``ModelNew`` subclasses ``Model``, or the source instantiates or
+  calls ``Model`` (the reference), or imports the problem's module.
+- ``try_except_fallback``: a ``try`` whose handler computes instead of re-raising, the
+  shape of "launch the kernel, fall back to torch when it fails".
+- ``monkeypatch``: assigning attributes of modules the harness relies on (torch, numpy,
+  time, builtins, sys, triton, ...), or ``setattr`` on them.
+- ``frame_inspection``: reading other frames or the heap (``sys._getframe``,
+  ``inspect.stack``, ``gc.get_objects``, ``f_back``, ``f_locals``, ...).
+- ``seed_tampering``: seeding or restoring random generators.
+- ``global_flags``: changing process-wide numerics (TF32, cuDNN, default dtype, matmul
+  precision).
+- ``thread_or_stream``: threads, processes or CUDA streams created by the candidate.
+- ``l2_persistence``: CUDA access-policy windows or persisting-L2 limits, which keep data
+  in L2 across timed calls.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kz_core.hookspecs import hookimpl
+from kz_core.model import Finding
+from kz_core.source import dotted_name, string_constants
+
+#: Checks whose error means the reply held no usable candidate (verdict ``format_error``).
+FORMAT_CHECKS = frozenset({"syntax_error", "no_model_new"})
+
+PROTECTED_MODULES = frozenset(
+    {"torch", "numpy", "np", "time", "builtins", "__builtins__", "sys", "os", "triton", "tl", "gc", "inspect", "math", "random", "F", "nn", "threading"}
+)
+FRAME_CALLS = frozenset(
+    {
+        "sys._getframe", "inspect.stack", "inspect.currentframe", "inspect.getouterframes", "inspect.getinnerframes",
+        "inspect.trace", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "traceback.extract_stack",
+        "traceback.walk_stack", "sys.settrace", "sys.setprofile", "threading.settrace",
+    }
+)
+FRAME_ATTRIBUTES = frozenset({"f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame"})
+SEED_CALLS = frozenset(
+    {
+        "torch.manual_seed", "torch.seed", "torch.set_rng_state", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all",
+        "torch.cuda.set_rng_state", "torch.cuda.set_rng_state_all", "torch.random.manual_seed", "torch.random.set_rng_state",
+        "random.seed", "random.setstate", "np.random.seed", "numpy.random.seed", "np.random.set_state", "numpy.random.set_state",
+    }
+)
+FLAG_CALLS = frozenset(
+    {"torch.set_float32_matmul_precision", "torch.set_default_dtype", "torch.set_default_tensor_type", "torch.use_deterministic_algorithms", "torch.set_flush_denormal"}
+)
+FLAG_TARGET_PREFIXES = ("torch.backends.",)
+CONCURRENCY_CALLS = frozenset(
+    {
+        "threading.Thread", "Thread", "threading.Timer", "concurrent.futures.ThreadPoolExecutor", "ThreadPoolExecutor",
+        "concurrent.futures.ProcessPoolExecutor", "ProcessPoolExecutor", "multiprocessing.Process", "multiprocessing.Pool",
+        "torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.set_stream", "torch.Stream", "os.fork", "subprocess.Popen",
+        "subprocess.run", "asyncio.run", "_thread.start_new_thread",
+    }
+)
+CUDA_STREAM_SOURCE = ("cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority", "std::thread")
+L2_SOURCE = ("accessPolicyWindow", "cudaLimitPersistingL2CacheSize", "cudaAccessPropertyPersisting", "persistingL2")
+
+
+def _finding(check: str, message: str, node: ast.AST | None = None) -> Finding:
+    return Finding(check=check, message=message, line=getattr(node, "lineno", None))
+
+
+def _class_named(tree: ast.Module, name: str) -> ast.ClassDef | None:
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+
+def _check_reference_reuse(tree: ast.Module, problem_name: str) -> list[Finding]:
+    findings = []
+    model_new = _class_named(tree, "ModelNew")
+    if model_new is not None:
+        for base in model_new.bases:
+            if dotted_name(base).rsplit(".", 1)[-1] == "Model":
+                findings.append(_finding("reference_reuse", "ModelNew subclasses the reference Model", base))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and dotted_name(node.func).rsplit(".", 1)[-1] == "Model":
+            findings.append(_finding("reference_reuse", "the source instantiates or calls the reference Model", node))
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [alias.name for alias in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            if any(n and (n == problem_name or n.startswith("kz_problem_")) for n in names):
+                findings.append(_finding("reference_reuse", "the source imports the problem's module", node))
+    return findings
+
+
+def _handler_computes(handler: ast.ExceptHandler) -> bool:
+    """A handler that does more than re-raise, pass or log is a fallback path."""
+    for stmt in handler.body:
+        if isinstance(stmt, ast.Raise):
+            continue
+        if isinstance(stmt, ast.Pass):
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        return True
+    return False
+
+
+def _check_fallback(tree: ast.Module) -> list[Finding]:
+    findings = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(_handler_computes(h) for h in node.handlers):
+            findings.append(
+                _finding("try_except_fallback", "a try/except computes in its handler: a fallback path around the kernel is not allowed", node)
+            )
+    return findings
+
+
+def _root(node: ast.AST) -> str:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _check_monkeypatch_and_flags(tree: ast.Module) -> list[Finding]:
+    findings = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = list(node.targets)
+        for target in targets:
+            if not isinstance(target, ast.Attribute):
+                continue
+            name = dotted_name(target)
+            if name.startswith(FLAG_TARGET_PREFIXES):
+                findings.append(_finding("global_flags", f"the source changes {name}, a process-wide numerics flag", node))
+            elif _root(target) in PROTECTED_MODULES:
+                findings.append(_finding("monkeypatch", f"the source assigns {name or 'an attribute of ' + _root(target)}", node))
+        if isinstance(node, ast.Call):
+            callee = dotted_name(node.func)
+            if callee in ("setattr", "delattr", "builtins.setattr") and node.args and _root(node.args[0]) in PROTECTED_MODULES:
+                findings.append(_finding("monkeypatch", f"the source calls {callee} on {dotted_name(node.args[0]) or _root(node.args[0])}", node))
+            if callee in FLAG_CALLS:
+                findings.append(_finding("global_flags", f"the source calls {callee}", node))
+    return findings
+
+
+def _check_calls(tree: ast.Module) -> list[Finding]:
+    findings = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            callee = dotted_name(node.func)
+            if callee in FRAME_CALLS:
+                findings.append(_finding("frame_inspection", f"the source calls {callee}, which reads other frames or objects", node))
+            elif callee in SEED_CALLS:
+                findings.append(_finding("seed_tampering", f"the source calls {callee}; inputs come from secret seeds the candidate must not touch", node))
+            elif callee in CONCURRENCY_CALLS:
+                findings.append(_finding("thread_or_stream", f"the source calls {callee}; kernels must run on the caller's thread and stream", node))
+        elif isinstance(node, ast.Attribute) and node.attr in FRAME_ATTRIBUTES:
+            findings.append(_finding("frame_inspection", f"the source reads .{node.attr}, another frame's state", node))
+    for constant in string_constants(tree):
+        text = constant.value
+        if any(marker in text for marker in CUDA_STREAM_SOURCE):
+            findings.append(_finding("thread_or_stream", "the CUDA source creates streams or threads of its own", constant))
+        if any(marker in text for marker in L2_SOURCE):
+            findings.append(_finding("l2_persistence", "the CUDA source sets L2 persistence, which survives between timed calls", constant))
+    return findings
+
+
+def check_source(code: str, problem_name: str = "") -> list[Finding]:
+    """Every core static finding for one candidate's source."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return [Finding("syntax_error", f"the source does not parse: {exc.msg} (line {exc.lineno})", line=exc.lineno)]
+    except ValueError as exc:
+        return [Finding("syntax_error", f"the source does not parse: {exc}")]
+    findings: list[Finding] = []
+    if _class_named(tree, "ModelNew") is None:
+        findings.append(Finding("no_model_new", "the source defines no module-level class ModelNew"))
+    findings += _check_reference_reuse(tree, problem_name)
+    findings += _check_fallback(tree)
+    findings += _check_monkeypatch_and_flags(tree)
+    findings += _check_calls(tree)
+    return findings
+
+
+@hookimpl
+def static_checks(candidate, problem):
+    return check_source(candidate.code, getattr(problem, "name", ""))
+

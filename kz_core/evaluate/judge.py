@@ -1,0 +1,198 @@
+"""Judging what workers measured: findings from trial replies, and the verdict from findings.
+
+Pure functions of plain data (worker replies rebuilt by ``wire.decode_reply``, reference
+records, tolerances), run in the trusted parent. Each runtime guard is a named check:
+
+- ``no_kernel_launch``: the backend's launch counter saw no kernel during a forward call;
+- ``torch_compute_in_forward``: the profiler saw compute-heavy aten ops in forward;
+- ``output_type``: an output is not exactly ``torch.Tensor`` (subclasses, lazy tensors);
+- ``output_aliases_input`` / ``input_mutated``: an output shares memory with an input, or
+  an input changed during the call;
+- ``input_generation``: the candidate's process produced other inputs than the
+  reference's from the same secret seed (random generators tampered with);
+- ``global_flags``: process-wide torch settings differ after the call;
+- ``thread_or_stream``: threads started, the current stream changed, or kernels ran on
+  more than one CUDA stream;
+- ``state_drift``: outputs of the timed calls differ from the reference;
+- ``speed_of_light`` (warning): faster than moving the inputs and outputs once at the
+  GPU's peak memory bandwidth; flagged for review.
+
+Output comparison itself goes through the ``check_outputs`` hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kz_core.evaluate.correctness import compare, tolerance_for
+from kz_core.evaluate.guards import FORMAT_CHECKS
+from kz_core.model import Finding, Problem, Severity, Verdict
+
+#: Error findings that mean wrong outputs (verdict ``incorrect``).
+INCORRECT_CHECKS = frozenset({"mismatch", "shape", "dtype", "non_finite", "output_structure", "output_device", "size_variation"})
+#: Output findings that, in the size-variation trial, become ``size_variation``.
+_VARIATION_RENAMED = frozenset({"mismatch", "shape", "dtype", "non_finite", "output_structure"})
+#: Error findings that name a failed stage, in the order they decide the verdict.
+STAGE_CHECKS: tuple[tuple[str, Verdict], ...] = (
+    ("unknown_problem", Verdict.FORMAT_ERROR),
+    ("compile_error", Verdict.COMPILE_ERROR),
+    ("timeout", Verdict.TIMEOUT),
+    ("runtime_error", Verdict.RUNTIME_ERROR),
+    ("worker_died", Verdict.RUNTIME_ERROR),
+    ("reference_error", Verdict.RUNTIME_ERROR),
+)
+TENSOR_TYPE = "torch.Tensor"
+
+#: Peak memory bandwidth of known GPUs, GB/s, matched by substring of the device name.
+PEAK_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
+    ("H200", 4800.0),
+    ("H100 PCIe", 2000.0),
+    ("H100", 3350.0),
+    ("H800", 3350.0),
+    ("B200", 8000.0),
+    ("GB200", 8000.0),
+    ("A100-SXM4-80GB", 2039.0),
+    ("A100", 1555.0),
+    ("L40S", 864.0),
+    ("L4", 300.0),
+    ("A10G", 600.0),
+    ("RTX 4090", 1008.0),
+    ("V100", 900.0),
+    ("T4", 320.0),
+)
+
+
+def decide_verdict(findings: Iterable[Finding]) -> Verdict:
+    """The verdict that error findings imply (warnings and info never change it)."""
+    errors = [f.check for f in findings if f.severity is Severity.ERROR]
+    if any(check in FORMAT_CHECKS for check in errors):
+        return Verdict.FORMAT_ERROR
+    for check, verdict in STAGE_CHECKS:
+        if check in errors:
+            return verdict
+    if any(check not in INCORRECT_CHECKS for check in errors):
+        return Verdict.REJECTED
+    if errors:
+        return Verdict.INCORRECT
+    return Verdict.CORRECT
+
+
+def summary_message(verdict: Verdict, findings: Sequence[Finding]) -> str:
+    """One line: the verdict and the first error finding that decided it."""
+    decisive = next((f for f in findings if f.severity is Severity.ERROR), None)
+    if decisive is None:
+        return verdict.value
+    return f"{verdict.value}: {decisive.check}: {decisive.message.splitlines()[0] if decisive.message else ''}"
+
+
+def _once(findings: list[Finding], finding: Finding) -> None:
+    """Keep the first finding of each check (later trials repeat it)."""
+    if not any(f.check == finding.check for f in findings):
+        findings.append(finding)
+
+
+def judge_trials(
+    problem: Problem,
+    reference: dict[int, dict[str, Any]],
+    reply: dict[str, Any],
+    *,
+    pm: Any,
+    tolerance_table: str,
+    atol: float,
+    rtol: float,
+    guards: str,
+) -> tuple[list[Finding], float | None, float | None, int | None]:
+    """Findings for a candidate's correctness trials.
+
+    :returns: ``(findings, max_abs_error, max_rel_error, fewest launches in a trial)``.
+    """
+    findings: list[Finding] = []
+    max_abs = 0.0
+    max_rel = 0.0
+    launches: int | None = None
+    for number, trial in enumerate(reply["trials"], start=1):
+        ref = reference[trial["seed"]]
+        varied = trial.get("variant")
+        where = f"trial {number}" if not varied else "at other sizes (" + ", ".join(f"{k}={v}" for k, v in varied.items()) + ")"
+        launches = trial["launches"] if launches is None else min(launches, trial["launches"])
+        if trial["input_fingerprints"] != ref["input_fingerprints"]:
+            _once(findings, Finding("input_generation", f"{where}: the inputs built in the candidate's process differ from the reference's for the same secret seed (random generators or get_inputs were tampered with)"))
+        if trial["launches"] == 0:
+            _once(findings, Finding("no_kernel_launch", f"{where}: forward returned without launching any kernel of the declared backend"))
+        wrong_types = [t for t in trial["output_types"] if t != TENSOR_TYPE]
+        if wrong_types:
+            _once(findings, Finding("output_type", f"{where}: outputs must be exactly torch.Tensor, got {', '.join(sorted(set(wrong_types)))}"))
+        if trial["aliased"]:
+            _once(findings, Finding("output_aliases_input", f"{where}: output {trial['aliased'][0]} shares memory with an input"))
+        if trial["mutated"]:
+            _once(findings, Finding("input_mutated", f"{where}: input {trial['mutated'][0]} was modified in place by forward"))
+        if trial["flags_changed"]:
+            name, (before, after) = next(iter(trial["flags_changed"].items()))
+            _once(findings, Finding("global_flags", f"{where}: forward changed {name} from {before} to {after}"))
+        if trial["threads_started"] > 0 or trial["stream_changed"]:
+            what = "started threads" if trial["threads_started"] > 0 else "changed the current CUDA stream"
+            _once(findings, Finding("thread_or_stream", f"{where}: forward {what}"))
+        if trial["structure"] != ref["structure"]:
+            _once(findings, Finding("size_variation" if varied else "output_structure", f"{where}: forward returned {trial['structure']}, the reference {ref['structure']}"))
+            continue
+        for index, (want, got, device) in enumerate(zip(ref["outputs"], trial["outputs"], trial["output_devices"])):
+            label = f"{where}, output {index}" if len(ref["outputs"]) > 1 else where
+            if got is None:
+                continue  # reported as output_type
+            if device and ref.get("output_devices") and device != ref["output_devices"][index]:
+                _once(findings, Finding("output_device", f"{label}: output on {device}, the reference on {ref['output_devices'][index]}"))
+                continue
+            tolerance = tolerance_for(want.dtype, tolerance_table, atol, rtol)
+            for group in pm.hook.check_outputs(problem=problem, expected=[want], actual=[got], tolerance=tolerance):
+                for finding in group:
+                    check = "size_variation" if varied and finding.check in _VARIATION_RENAMED else finding.check
+                    _once(findings, Finding(check, f"{label}: {finding.message}", finding.severity, finding.line))
+            if want.shape == got.shape and want.dtype == got.dtype:
+                _, abs_error, rel_error = compare(want, got, tolerance)
+                max_abs, max_rel = max(max_abs, abs_error), max(max_rel, rel_error)
+    if reply.get("compute_ops"):
+        severity = Severity.ERROR if guards == "strict" else Severity.WARNING
+        ops = ", ".join(reply["compute_ops"][:8])
+        findings.append(Finding("torch_compute_in_forward", f"torch computed in forward ({ops}); the backend's kernels must do the work", severity))
+    if len(reply.get("kernel_streams", [])) > 1:
+        _once(findings, Finding("thread_or_stream", f"kernels ran on {len(reply['kernel_streams'])} CUDA streams; use the caller's current stream"))
+    return findings, max_abs, max_rel, launches
+
+
+def judge_timed_outputs(problem: Problem, reference: dict[int, dict[str, Any]], reply: dict[str, Any], *, tolerance_table: str, atol: float, rtol: float) -> list[Finding]:
+    """``state_drift`` when the outputs of timed calls differ from the reference."""
+    for timed in reply["timed_outputs"]:
+        ref = reference[timed["seed"]]
+        if timed["structure"] != ref["structure"] or any(got is None for got in timed["outputs"]):
+            return [Finding("state_drift", "the timed calls returned outputs of another structure or type than the correctness trials")]
+        for want, got in zip(ref["outputs"], timed["outputs"]):
+            found, _, _ = compare(want, got, tolerance_for(want.dtype, tolerance_table, atol, rtol))
+            if any(f.severity is Severity.ERROR for f in found):
+                return [Finding("state_drift", f"a timed call's output differs from the reference: {found[0].message}")]
+    return []
+
+
+def peak_bandwidth_gbps(device_name: str, configured: float) -> float:
+    """Configured bandwidth, else the table's entry for the device, else 0 (unknown)."""
+    if configured > 0:
+        return configured
+    for marker, bandwidth in PEAK_BANDWIDTH_GBPS:
+        if marker in device_name:
+            return bandwidth
+    return 0.0
+
+
+def speed_of_light_finding(median_ms: float, bytes_moved: int, bandwidth_gbps: float) -> Finding | None:
+    """A warning when the candidate beats reading its inputs and writing its outputs once."""
+    if bandwidth_gbps <= 0 or bytes_moved <= 0 or median_ms <= 0:
+        return None
+    bound_ms = bytes_moved / (bandwidth_gbps * 1e9) * 1e3
+    if median_ms < 0.9 * bound_ms:
+        return Finding(
+            "speed_of_light",
+            f"median {median_ms * 1e3:.1f} us is below the memory-bandwidth bound of {bound_ms * 1e3:.1f} us "
+            f"({bytes_moved / 1e6:.1f} MB at {bandwidth_gbps:g} GB/s): flagged for review",
+            Severity.WARNING,
+        )
+    return None

@@ -1,0 +1,66 @@
+"""Size variations of a problem: the same module with its size constants rebound.
+
+KernelBench-format problems set their sizes as module-level integer constants that
+``get_inputs`` and ``get_init_inputs`` read (``batch_size = 16``, ``N = 2048 * 2``). A
+kernel that hard-codes those sizes passes every trial at the default size; one trial at
+other sizes catches it. :func:`size_variations` proposes rebindings, most aggressive
+first (every constant at once, then one constant at a time); the reference worker uses
+the first one its reference accepts.
+
+Reads the problem's syntax tree only; never runs it.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
+
+
+def _integer_value(node: ast.AST) -> int | None:
+    """The value of an integer literal or of arithmetic on integer literals, else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _integer_value(node.left), _integer_value(node.right)
+        if left is None or right is None or (isinstance(node.op, ast.Pow) and abs(right) > 64):
+            return None
+        try:
+            return _OPERATORS[type(node.op)](left, right)
+        except ZeroDivisionError:
+            return None
+    return None
+
+
+def size_constants(code: str) -> dict[str, int]:
+    """Module-level names bound once to an integer of at least 2 (sizes, not flags)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {}
+    bound: dict[str, list[int | None]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            bound.setdefault(node.targets[0].id, []).append(_integer_value(node.value))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            bound.setdefault(node.target.id, []).append(_integer_value(node.value))
+    return {name: values[0] for name, values in bound.items() if len(values) == 1 and values[0] is not None and values[0] >= 2}
+
+
+def varied(value: int) -> int:
+    """Another size near ``value``: one more for small sizes, about 6% more (and odd) for
+    large ones, so that a kernel assuming the default size or a power of two fails."""
+    if value <= 64:
+        return value + 1
+    return value + value // 16 + (1 if (value + value // 16) % 2 == 0 else 0)
+
+
+def size_variations(code: str) -> list[dict[str, int]]:
+    """Rebindings to try, in order: every size constant varied, then each one alone."""
+    constants = size_constants(code)
+    if not constants:
+        return []
+    every = {name: varied(value) for name, value in constants.items()}
+    singles = [{name: varied(value)} for name, value in constants.items()]
+    return [every] + (singles if len(singles) > 1 else [])

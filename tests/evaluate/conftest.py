@@ -1,0 +1,62 @@
+"""Fixtures for evaluator tests: example problems, candidates and cheats, CPU evaluators."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kz_core.config import load_config
+from kz_core.evaluate import Evaluator
+from kz_core.model import Candidate
+from kz_core.problems import load_problems
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_CANDIDATES = REPO / "examples" / "candidates"
+CHEATS = REPO / "tests" / "cheats"
+HEADER = re.compile(r"^# (problem|expect|check|gpu_only|hack): (.*?)\s*(?:\(.*)?$", re.MULTILINE)
+
+
+def cheat_header(path: Path) -> dict[str, str]:
+    """The machine-readable header of a cheating candidate."""
+    return {key: value.strip() for key, value in HEADER.findall(path.read_text())}
+
+
+def cheat_paths(backend: str = "triton") -> list[Path]:
+    return sorted((CHEATS / backend).glob("*.py"))
+
+
+def example_candidates(backend: str = "triton") -> list[Candidate]:
+    return [
+        Candidate(problem=path.stem, backend=backend, code=path.read_text(), sample_id=f"example-{path.stem}")
+        for path in sorted((EXAMPLE_CANDIDATES / backend).glob("*.py"))
+    ]
+
+
+def eval_config(*overrides: str):
+    return load_config(None, ["eval.device=cpu", "eval.workers=2", "eval.cache=false", *overrides]).eval
+
+
+@pytest.fixture(scope="session")
+def example_problems():
+    return load_problems("examples").problems
+
+
+@pytest.fixture(scope="module")
+def cpu_evaluator(example_problems):
+    """One CPU evaluator shared by a test module (workers start once)."""
+    with Evaluator(example_problems, eval_config("eval.run_timeout_s=60")) as evaluator:
+        yield evaluator
+
+
+@pytest.fixture(scope="module")
+def gpu_evaluator(example_problems):
+    """A GPU evaluator (skips without a CUDA device)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    config = load_config(None, ["eval.device=cuda", "eval.workers=2", "eval.cache=false"]).eval
+    with Evaluator(example_problems, config) as evaluator:
+        yield evaluator

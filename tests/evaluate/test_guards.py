@@ -1,0 +1,72 @@
+"""Static guards: each named check fires on its hack and stays quiet on honest code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kz_core.evaluate.guards import check_source
+from kz_core.evaluate.judge import decide_verdict
+from kz_core.model import Finding, Severity, Verdict
+
+REPO = Path(__file__).resolve().parents[2]
+HONEST = sorted((REPO / "examples" / "candidates" / "triton").glob("*.py"))
+
+HEADER = "import torch\nimport torch.nn as nn\n"
+
+
+def errors(code: str) -> list[str]:
+    return [f.check for f in check_source(HEADER + code, "1_vector_add") if f.severity is Severity.ERROR]
+
+
+@pytest.mark.parametrize("path", HONEST, ids=lambda p: p.stem)
+def test_honest_example_candidates_pass_every_static_guard(path):
+    assert check_source(path.read_text(), path.stem) == []
+
+
+@pytest.mark.parametrize(
+    ("code", "check"),
+    [
+        ("def broken(:\n", "syntax_error"),
+        ("class Other(nn.Module):\n    pass\n", "no_model_new"),
+        ("class ModelNew(Model):\n    pass\n", "reference_reuse"),
+        ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.m = Model()\n", "reference_reuse"),
+        ("import kz_problem_abc\nclass ModelNew(nn.Module):\n    pass\n", "reference_reuse"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        try:\n            return k(x)\n        except Exception:\n            return x + 1\n", "try_except_fallback"),
+        ("torch.allclose = lambda *a, **k: True\nclass ModelNew(nn.Module):\n    pass\n", "monkeypatch"),
+        ("import time\ntime.perf_counter = lambda: 0.0\nclass ModelNew(nn.Module):\n    pass\n", "monkeypatch"),
+        ("setattr(torch, 'equal', lambda *a: True)\nclass ModelNew(nn.Module):\n    pass\n", "monkeypatch"),
+        ("import sys\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return sys._getframe(1).f_locals['out']\n", "frame_inspection"),
+        ("import gc\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return [o for o in gc.get_objects()][0]\n", "frame_inspection"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        torch.manual_seed(0)\n        return x\n", "seed_tampering"),
+        ("torch.backends.cuda.matmul.allow_tf32 = True\nclass ModelNew(nn.Module):\n    pass\n", "global_flags"),
+        ("torch.set_float32_matmul_precision('medium')\nclass ModelNew(nn.Module):\n    pass\n", "global_flags"),
+        ("import threading\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        threading.Thread(target=print).start()\n        return x\n", "thread_or_stream"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        s = torch.cuda.Stream()\n        return x\n", "thread_or_stream"),
+        ("src = 'cudaStreamCreate(&s);'\nclass ModelNew(nn.Module):\n    pass\n", "thread_or_stream"),
+        ("src = 'attr.accessPolicyWindow.num_bytes = n;'\nclass ModelNew(nn.Module):\n    pass\n", "l2_persistence"),
+    ],
+)
+def test_each_guard_catches_its_hack(code, check):
+    assert check in errors(code)
+
+
+def test_reraising_handlers_are_not_fallbacks():
+    code = "class ModelNew(nn.Module):\n    def forward(self, x):\n        try:\n            return k(x)\n        except ValueError as e:\n            raise RuntimeError('bad') from e\n"
+    assert errors(code) == []
+
+
+def test_verdict_precedence():
+    def f(check: str, severity: Severity = Severity.ERROR) -> Finding:
+        return Finding(check, "", severity)
+
+    assert decide_verdict([]) is Verdict.CORRECT
+    assert decide_verdict([f("speed_of_light", Severity.WARNING)]) is Verdict.CORRECT
+    assert decide_verdict([f("mismatch")]) is Verdict.INCORRECT
+    assert decide_verdict([f("mismatch"), f("no_kernel_launch")]) is Verdict.REJECTED
+    assert decide_verdict([f("no_kernel_launch"), f("timeout")]) is Verdict.TIMEOUT
+    assert decide_verdict([f("compile_error"), f("runtime_error")]) is Verdict.COMPILE_ERROR
+    assert decide_verdict([f("worker_died")]) is Verdict.RUNTIME_ERROR
+    assert decide_verdict([f("syntax_error"), f("monkeypatch")]) is Verdict.FORMAT_ERROR
+    assert decide_verdict([f("a_plugin_check")]) is Verdict.REJECTED
