@@ -88,6 +88,46 @@ def register_commands(cli):
             summary += f", {len(problem_set.errors)} malformed (skipped, listed above)"
         stderr.print(summary, highlight=False)
 
+    @problems_group.command(name="audit")
+    @_source_options
+    @click.option("--device", "-d", default=None, help="cpu, cuda or cuda:N (eval.device).")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+    @config_options
+    def audit_problems_command(config, source, level, ids, name_pattern, device, as_json) -> None:
+        """Flag problems a cheater can pass: constant or input-independent outputs,
+        non-deterministic or TF32-sensitive references, non-finite outputs."""
+        from collections import Counter
+
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from kz_core.cli import KzUsageError, stderr, stdout
+        from kz_core.evaluate import EvaluatorError, resolve_device
+        from kz_core.evaluate.audit import audit_problems
+        from kz_core.serialization import to_json_dict
+
+        problem_set = _load(config, source, level, ids, name_pattern)
+        _report_errors(problem_set)
+        try:
+            resolved = resolve_device(device or config.eval.device)
+        except EvaluatorError as exc:
+            raise KzUsageError(str(exc)) from exc
+        with Progress(TextColumn("[bold]audit[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=stderr) as progress:
+            task = progress.add_task("audit", total=len(problem_set.problems))
+            audits = audit_problems(problem_set.problems, config.eval, resolved, progress=lambda _: progress.advance(task))
+        if as_json:
+            click.echo(json.dumps([to_json_dict(a) for a in audits], indent=2))
+            return
+        table = Table(title=f"problem audit on {resolved} (tolerance {config.eval.tolerance})")
+        table.add_column("problem", style="bold")
+        table.add_column("flags")
+        table.add_column("details")
+        for audit in audits:
+            table.add_row(audit.problem, ", ".join(audit.flags) or "[green]ok[/green]", "; ".join(f.message for f in audit.findings))
+        stdout.print(table)
+        counts = Counter(flag for audit in audits for flag in audit.flags)
+        flagged = sum(1 for audit in audits if audit.flags)
+        stderr.print(f"{flagged} of {len(audits)} problems flagged" + (": " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) if counts else ""), highlight=False)
+
     @problems_group.command(name="show")
     @click.argument("problem_name", metavar="NAME")
     @_source_options

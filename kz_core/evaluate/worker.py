@@ -225,6 +225,46 @@ class Worker:
             break
         return {"ok": True, "trials": trials, "variant": variant, "seconds": time.perf_counter() - started}
 
+    def op_audit(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Reference outputs for an audit: two seeds, the first again, and with TF32 on."""
+        from kz_core.evaluate.execution import (
+            flatten_outputs,
+            global_flags,
+            instantiate,
+            make_init_inputs,
+            make_inputs,
+            restore_flags,
+            seed_everything,
+            set_tf32,
+            synchronize,
+        )
+
+        first, second = request["seeds"]
+        flags = global_flags()
+
+        def run(seed: int, tf32: bool | None = None, reseed: bool = False) -> dict[str, Any]:
+            module = self.problem_module(request["problem"])
+            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device)
+            inputs = make_inputs(module, seed, self.device)
+            if reseed:  # random ops in forward now draw other numbers than the first run's
+                seed_everything(seed ^ 0x5DEECE66D)
+            if tf32 is not None:
+                set_tf32(tf32)
+            try:
+                structure, leaves = flatten_outputs(model(*inputs))
+                synchronize(self.device)
+            finally:
+                restore_flags(flags)
+            return {"structure": structure, "outputs": [x if type(x) is self.torch.Tensor else None for x in leaves]}
+
+        try:
+            runs = {"first": run(first), "second": run(second), "again": run(first, reseed=True)}
+            if self.device.startswith("cuda"):
+                runs["tf32"] = run(first, tf32=True)
+        except BaseException as exc:  # noqa: BLE001 - a broken problem is a finding
+            return _error_reply("reference", exc)
+        return {"ok": True, "runs": runs}
+
     def op_baseline(self, request: dict[str, Any]) -> dict[str, Any]:
         from kz_core.evaluate.execution import instantiate, make_init_inputs, make_inputs
         from kz_core.evaluate.timing import TimingSettings, time_calls
@@ -444,6 +484,7 @@ def serve(sock: socket.socket) -> None:
     handlers = {
         "reference": worker.op_reference,
         "baseline": worker.op_baseline,
+        "audit": worker.op_audit,
         "load": worker.op_load,
         "trials": worker.op_trials,
         "time": worker.op_time,

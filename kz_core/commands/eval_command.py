@@ -1,0 +1,136 @@
+"""``kz eval``: evaluate candidates against their problems, write results, print a summary.
+
+Results go to ``--out`` (JSON lines, one per candidate, in input order) and to the run's
+journal (``<run dir>/journal.sqlite``), which a re-run of the same command reads back
+instead of evaluating again (``--no-cache`` evaluates everything anew). The run directory
+defaults to ``runs/eval-<candidates file name>`` so that re-running resumes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from kz_core.hookspecs import hookimpl
+
+
+def _percent(value: float | None) -> str:
+    return "not measured" if value is None else f"{100 * value:.1f}%"
+
+
+def _ratio(value: float | None) -> str:
+    return "not measured" if value is None else f"{value:.3f}x"
+
+
+def summary_table(summary, title: str) -> Table:
+    """The summary people compare: verdict counts, pass rate, pass@k, fast_1, speedups."""
+    table = Table(title=title, show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for verdict, count in summary.verdicts.items():
+        if count:
+            table.add_row(f"verdict {verdict}", str(count))
+    table.add_row("candidates", str(summary.total))
+    table.add_row("problems", str(summary.problems))
+    table.add_row("pass rate", _percent(summary.pass_rate))
+    for entry in summary.pass_at_k:
+        if entry.value is not None:  # None: some problem has fewer than k samples
+            table.add_row(f"pass@{entry.k}", _percent(entry.value))
+    table.add_row("fast_1 vs eager", _percent(summary.fast_1_eager))
+    table.add_row("fast_1 vs torch.compile", _percent(summary.fast_1_compile))
+    table.add_row("geomean speedup vs eager", _ratio(summary.speedup_eager))
+    table.add_row("geomean speedup vs torch.compile", _ratio(summary.speedup_compile))
+    if summary.cpu_timed:
+        table.add_row("timed on the CPU (no speedups)", str(summary.cpu_timed))
+    return table
+
+
+@hookimpl
+def register_commands(cli):
+    from kz_core.cli import config_options
+
+    @cli.command(name="eval")
+    @click.option("--problems", "-p", "problems_source", default=None, help="Problem source (problems.source): folder, .jsonl, hf:ID or examples.")
+    @click.option("--candidates", "-c", "candidates_path", required=True, type=click.Path(), help="Candidates: a .jsonl file or a folder of <problem>.py files.")
+    @click.option("--out", "-o", "out_path", default=None, type=click.Path(), help="Results JSONL (default: results.jsonl in the run directory).")
+    @click.option("--backend", "-b", default=None, help="Backend for candidates that name none (eval.backend).")
+    @click.option("--device", "-d", default=None, help="cpu, cuda or cuda:N (eval.device).")
+    @click.option("--workers", "-w", type=int, default=None, help="Candidate workers per device (eval.workers).")
+    @click.option("--no-cache", is_flag=True, help="Evaluate again even where the journal has a result.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on standard output.")
+    @config_options
+    def eval_command(config, problems_source, candidates_path, out_path, backend, device, workers, no_cache, as_json) -> None:
+        """Evaluate candidates: sandboxed correctness trials, guards, and timing on a GPU."""
+        from omegaconf import OmegaConf
+
+        from kz_core.candidates import CandidateSourceError, load_candidates
+        from kz_core.cli import KzUsageError, stderr, stdout
+        from kz_core.evaluate import Evaluator, EvaluatorError
+        from kz_core.evaluate.journal import Journal
+        from kz_core.metrics import summarize
+        from kz_core.problems import load_problems
+        from kz_core.rundir import open_run_dir
+        from kz_core.serialization import dumps, to_json_dict
+
+        overrides = {
+            "eval.backend": backend,
+            "eval.device": device,
+            "eval.workers": workers,
+            "eval.cache": False if no_cache else None,
+            "problems.source": problems_source,
+            "run.name": config.run.name or f"eval-{Path(candidates_path).stem}",
+        }
+        config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"{k}={v}" for k, v in overrides.items() if v is not None]))
+        try:
+            candidates, bad_lines = load_candidates(candidates_path, config.eval.backend)
+        except CandidateSourceError as exc:
+            raise KzUsageError(str(exc)) from exc
+        for error in bad_lines:
+            stderr.print(f"[yellow]skipped[/yellow] {error.where}: {error.reason}", highlight=False)
+        problem_set = load_problems(config.problems.source, level=config.problems.level, ids=config.problems.ids, name=config.problems.name)
+        for error in problem_set.errors:
+            stderr.print(f"[yellow]problem skipped[/yellow] {error.name}: {error.reason}", highlight=False)
+        run_dir = open_run_dir(config, command="kz eval")
+        out = Path(out_path) if out_path else run_dir / "results.jsonl"
+        verdicts: Counter[str] = Counter()
+        with Journal(run_dir / "journal.sqlite") as journal:
+            try:
+                evaluator = Evaluator(problem_set.problems, config.eval, journal=journal)
+            except EvaluatorError as exc:
+                raise KzUsageError(str(exc)) from exc
+            with evaluator, Progress(
+                TextColumn("[bold]eval[/bold]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[counts]}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=stderr,
+                transient=False,
+            ) as progress:
+                task = progress.add_task("eval", total=len(candidates), counts="")
+
+                def advance(result) -> None:
+                    verdicts[result.verdict.value] += 1
+                    counts = " ".join(f"{k}={v}" for k, v in sorted(verdicts.items()))
+                    progress.update(task, advance=1, counts=counts)
+
+                try:
+                    results = evaluator.evaluate(candidates, progress=advance)
+                except EvaluatorError as exc:
+                    raise KzUsageError(f"{exc} (finished results are kept in {run_dir / 'journal.sqlite'})") from exc
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("w", encoding="utf-8") as handle:
+            for result in results:
+                handle.write(dumps(result) + "\n")
+        summary = summarize(results, ks=(1, 5, 10))
+        if as_json:
+            click.echo(json.dumps(to_json_dict(summary), indent=2))
+        else:
+            stdout.print(summary_table(summary, f"kz eval on {evaluator.device}"))
+        stderr.print(f"results: {out}  run directory: {run_dir}", highlight=False)

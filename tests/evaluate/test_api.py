@@ -1,0 +1,36 @@
+"""The Python API the RL reward calls: concurrent, async-friendly, failures as results."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kz_core.evaluate import Evaluator
+from kz_core.evaluate.journal import Journal
+from kz_core.model import Candidate, Verdict
+
+from .conftest import eval_config, example_candidates
+
+
+def test_evaluate_async_runs_batches_concurrently(cpu_evaluator):
+    good = example_candidates()[:2]
+    broken = [Candidate("1_vector_add", "triton", "def broken(:", "syntax"), Candidate("nope", "triton", "x = 1", "unknown")]
+
+    async def main():
+        return await asyncio.gather(cpu_evaluator.evaluate_async(good), cpu_evaluator.evaluate_async(broken))
+
+    first, second = asyncio.run(main())
+    assert [r.verdict for r in first] == [Verdict.CORRECT, Verdict.CORRECT]
+    assert [r.verdict for r in second] == [Verdict.FORMAT_ERROR, Verdict.FORMAT_ERROR]
+    assert [f.check for f in second[0].findings] == ["syntax_error"]
+    assert [f.check for f in second[1].findings] == ["unknown_problem"]
+
+
+def test_the_journal_resumes_without_starting_workers(example_problems, tmp_path):
+    candidates = example_candidates()[:2]
+    with Journal(tmp_path / "journal.sqlite") as journal:
+        with Evaluator(example_problems, eval_config(), journal=journal) as evaluator:
+            first = evaluator.evaluate(candidates)
+        with Evaluator(example_problems, eval_config("eval.cache=true"), journal=journal) as evaluator:
+            again = evaluator.evaluate(candidates)
+            assert evaluator._candidate_pool.started == 0
+    assert again == first

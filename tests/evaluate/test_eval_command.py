@@ -1,0 +1,64 @@
+"""kz eval end to end: results JSONL, summary, journal reuse, bad input lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import CHEATS, EXAMPLE_CANDIDATES
+
+
+def kz(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kz_core.cli", *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+
+
+def test_eval_writes_results_and_a_summary_then_reuses_the_journal(tmp_path):
+    lines = [json.dumps({"problem": p.stem, "code": p.read_text()}) for p in sorted((EXAMPLE_CANDIDATES / "triton").glob("*.py"))[:3]]
+    cheat = CHEATS / "triton" / "dead_kernel.py"
+    lines.append(json.dumps({"problem": "1_vector_add", "code": cheat.read_text(), "sample_id": "cheat", "backend": "triton"}))
+    lines.append("{broken json")
+    lines.append(json.dumps({"problem": "no_such_problem", "code": "x = 1"}))
+    candidates = tmp_path / "candidates.jsonl"
+    candidates.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "results.jsonl"
+    args = ("eval", "--candidates", str(candidates), "--out", str(out), "--device", "cpu", "--workers", "2", "--json", f"run.root={tmp_path / 'runs'}")
+    first = kz(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "candidates.jsonl:5: not valid JSON" in first.stderr
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["verdict"] for r in results] == ["correct", "correct", "correct", "rejected", "format_error"]
+    assert results[3]["sample_id"] == "cheat"
+    assert "no_kernel_launch" in [f["check"] for f in results[3]["findings"]]
+    for field in ("problem", "sample_id", "backend", "verdict", "findings", "timings", "max_abs_error", "runtime", "speedups"):
+        assert field in results[0]
+    assert results[0]["runtime"]["clock"] == "cpu" and results[0]["speedups"] == {}
+    summary = json.loads(first.stdout)
+    assert summary["verdicts"]["correct"] == 3 and summary["total"] == 5
+    assert summary["fast_1_eager"] is None  # CPU: not measured, not zero
+    journal = tmp_path / "runs" / "eval-candidates" / "journal.sqlite"
+    assert journal.exists() and (journal.parent / "kz.log").exists() and (journal.parent / "config.yaml").exists()
+    # The second run reads every result from the journal: no worker starts.
+    second = kz(*args, "-v", cwd=tmp_path)
+    assert second.returncode == 0
+    assert "started candidate worker" not in second.stderr
+    assert [json.loads(line)["verdict"] for line in out.read_text().splitlines()] == [r["verdict"] for r in results]
+    third = kz(*args, "--no-cache", "-v", cwd=tmp_path)
+    assert "started candidate worker" in third.stderr
+
+
+def test_eval_table_and_a_folder_of_candidates(tmp_path):
+    completed = kz("eval", "--candidates", str(EXAMPLE_CANDIDATES / "triton"), "--device", "cpu", f"run.root={tmp_path}", "eval.workers=2", cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert "pass rate" in completed.stdout and "100.0%" in completed.stdout
+    assert "not measured" in completed.stdout  # no speedups on a CPU
+
+
+def test_eval_errors_are_one_line(tmp_path):
+    missing = kz("eval", "--candidates", str(tmp_path / "absent.jsonl"), cwd=tmp_path)
+    assert missing.returncode == 2 and "do not exist" in missing.stderr and "Traceback" not in missing.stderr
+    (tmp_path / "c.jsonl").write_text(json.dumps({"problem": "1_vector_add", "code": "x"}) + "\n")
+    no_gpu = kz("eval", "--candidates", str(tmp_path / "c.jsonl"), "--device", "cuda:7", cwd=tmp_path)
+    assert no_gpu.returncode == 2 and "Traceback" not in no_gpu.stderr

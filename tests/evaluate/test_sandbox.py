@@ -1,0 +1,124 @@
+"""The sandbox: crashing, exiting, hanging, memory-hungry and import-failing candidates get
+failure verdicts, the rest of the batch is untouched, secrets never reach candidate code,
+and no process outlives the evaluator."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kz_core.evaluate import Evaluator
+from kz_core.evaluate.sandbox import MARKER_VARIABLE, scrubbed_environment
+from kz_core.model import Candidate, Verdict
+
+from .conftest import EXAMPLE_CANDIDATES, eval_config
+
+GOOD = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
+FORWARD = "    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n"
+
+
+def in_forward(statement: str) -> str:
+    """The honest vector-add candidate with ``statement`` run first in forward."""
+    assert FORWARD in GOOD
+    body = "".join(f"        {line}\n" for line in statement.splitlines())
+    return GOOD.replace(FORWARD, FORWARD + body, 1)
+
+
+def at_import(statement: str) -> str:
+    return GOOD + "\n" + statement + "\n"
+
+
+BAD = {
+    "segfault": (in_forward("import ctypes\nctypes.string_at(0)"), Verdict.RUNTIME_ERROR, "killed by SIGSEGV"),
+    "exit0": (in_forward("import os\nos._exit(0)"), Verdict.RUNTIME_ERROR, "exited with status 0"),
+    "hang": (in_forward("while True:\n    pass"), Verdict.TIMEOUT, "no reply within"),
+    "memory": (in_forward("hog = bytearray(1 << 38)"), Verdict.RUNTIME_ERROR, "MemoryError"),
+    "import_error": (at_import("raise RuntimeError('broken at import')"), Verdict.COMPILE_ERROR, "broken at import"),
+}
+
+
+def live_marked_processes() -> list[int]:
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if any(item.startswith(MARKER_VARIABLE.encode() + b"=") for item in (entry / "environ").read_bytes().split(b"\0")):
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def test_environment_is_reduced_to_the_allowlist(monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("SOME_RANDOM_VARIABLE", "x")
+    monkeypatch.setenv("PYTHONPATH", "/somewhere")
+    env = scrubbed_environment()
+    assert "HF_TOKEN" not in env and "AWS_SECRET_ACCESS_KEY" not in env and "SOME_RANDOM_VARIABLE" not in env
+    assert env["PYTHONPATH"] == "/somewhere" and "PATH" in env
+
+
+def test_each_failure_gets_its_verdict_and_the_batch_goes_on(example_problems, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_must_not_leak")
+    # A candidate that is right only when it cannot see the token.
+    token_probe = in_forward("import os\nif 'HF_TOKEN' in os.environ or 'hf_must_not_leak' in str(os.environ):\n    return a * 0")
+    candidates = []
+    for name, (code, _, _) in BAD.items():
+        candidates.append(Candidate("1_vector_add", "triton", code, sample_id=name))
+        candidates.append(Candidate("1_vector_add", "triton", GOOD, sample_id=f"good-after-{name}"))
+    candidates.append(Candidate("1_vector_add", "triton", token_probe, sample_id="token"))
+    config = eval_config("eval.run_timeout_s=8", "eval.compile_timeout_s=30", "eval.memory_limit_gb=8")
+    with Evaluator(example_problems, config) as evaluator:
+        results = {r.sample_id: r for r in evaluator.evaluate(candidates)}
+    for name, (_, verdict, text) in BAD.items():
+        result = results[name]
+        assert result.verdict is verdict, f"{name}: {result.message}"
+        assert any(text in f.message for f in result.findings), f"{name}: {[f.message[:200] for f in result.findings]}"
+        assert results[f"good-after-{name}"].verdict is Verdict.CORRECT, results[f"good-after-{name}"].message
+    assert results["token"].verdict is Verdict.CORRECT, "HF_TOKEN reached candidate code"
+    assert live_marked_processes() == []
+
+
+def test_children_that_leave_the_process_group_are_killed(example_problems, tmp_path):
+    pid_file = tmp_path / "child.pid"
+    # Hides the call from the static guard and starts a sleeper in a session of its own.
+    escape = in_forward(
+        "import importlib\n"
+        "spawn = getattr(importlib.import_module('subprocess'), 'Po' + 'pen')\n"
+        f"child = spawn(['sleep', '300'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "while True:\n    pass"
+    )
+    config = eval_config("eval.run_timeout_s=6", "eval.workers=1")
+    with Evaluator(example_problems, config) as evaluator:
+        result = evaluator.evaluate([Candidate("1_vector_add", "triton", escape)])[0]
+    assert result.verdict is Verdict.TIMEOUT
+    child = int(pid_file.read_text())
+    state = Path(f"/proc/{child}/stat")
+    assert not state.exists() or state.read_text().split()[2] == "Z", "the escaped child survived"
+    assert live_marked_processes() == []
+
+
+def test_a_hundred_candidates_with_ten_failures(example_problems):
+    bad_codes = [code for code, _, _ in BAD.values()] * 2
+    candidates = []
+    for index in range(100):
+        if index % 10 == 3:
+            code = bad_codes[index // 10]
+            candidates.append(Candidate("1_vector_add", "triton", code, sample_id=f"bad-{index}"))
+        else:
+            # Distinct sources, so nothing is shared between candidates by accident.
+            candidates.append(Candidate("1_vector_add", "triton", GOOD + f"\n# sample {index}\n", sample_id=f"good-{index}"))
+    config = eval_config("eval.run_timeout_s=8", "eval.compile_timeout_s=30", "eval.memory_limit_gb=8", "eval.timing=false")
+    with Evaluator(example_problems, config) as evaluator:
+        results = evaluator.evaluate(candidates)
+    assert len(results) == 100 and [r.sample_id for r in results] == [c.sample_id for c in candidates]
+    verdicts = {r.sample_id: r.verdict for r in results}
+    assert all(v is Verdict.CORRECT for k, v in verdicts.items() if k.startswith("good")), [
+        (r.sample_id, r.message) for r in results if r.sample_id.startswith("good") and not r.correct
+    ]
+    assert all(v is not Verdict.CORRECT for k, v in verdicts.items() if k.startswith("bad"))
+    assert live_marked_processes() == []
+    assert os.getpid()  # the calling process is alive and well
