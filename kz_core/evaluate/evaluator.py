@@ -419,6 +419,8 @@ class Evaluator:
         findings += [Finding("backend", note, Severity.INFO) for note in reply.get("notes", [])]
         if reply.get("threads_started", 0) > 0:
             findings.append(Finding("thread_or_stream", "loading the candidate started threads"))
+        if reply.get("streams_created", 0) > 0:
+            findings.append(Finding("thread_or_stream", "loading the candidate created CUDA streams; kernels must run on the caller's stream"))
 
         trials_started = time.perf_counter()
         with self._gpu.shared():

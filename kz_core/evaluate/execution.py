@@ -135,6 +135,29 @@ def poison_free_memory(device: str, megabytes: int) -> None:
     del block
 
 
+_streams_created = 0
+
+
+def count_stream_creation() -> None:
+    """Count every ``torch.cuda.Stream`` created from now on (see :func:`streams_created`)."""
+    stream_class = torch.cuda.Stream
+    if getattr(stream_class.__new__, "_kz_counts", False):
+        return
+    original = stream_class.__new__
+
+    def counting_new(cls, *args, **kwargs):
+        global _streams_created
+        _streams_created += 1
+        return original(cls, *args, **kwargs)
+
+    counting_new._kz_counts = True  # type: ignore[attr-defined]
+    stream_class.__new__ = counting_new  # type: ignore[method-assign]
+
+
+def streams_created() -> int:
+    return _streams_created
+
+
 def synchronize(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)

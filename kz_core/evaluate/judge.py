@@ -130,8 +130,12 @@ def judge_trials(
         if trial["flags_changed"]:
             name, (before, after) = next(iter(trial["flags_changed"].items()))
             _once(findings, Finding("global_flags", f"{where}: forward changed {name} from {before} to {after}"))
-        if trial["threads_started"] > 0 or trial["stream_changed"]:
-            what = "started threads" if trial["threads_started"] > 0 else "changed the current CUDA stream"
+        if trial["threads_started"] > 0 or trial["stream_changed"] or trial.get("streams_created", 0) > 0:
+            what = (
+                "started threads" if trial["threads_started"] > 0
+                else "created CUDA streams" if trial.get("streams_created", 0) > 0
+                else "changed the current CUDA stream"
+            )
             _once(findings, Finding("thread_or_stream", f"{where}: forward {what}"))
         if trial["structure"] != ref["structure"]:
             _once(findings, Finding("size_variation" if varied else "output_structure", f"{where}: forward returned {trial['structure']}, the reference {ref['structure']}"))

@@ -109,6 +109,9 @@ class Worker:
             torch.cuda.set_device(self.device)
             torch.cuda.init()
             torch.empty(1, device=self.device)  # create the context now, not in a timed call
+            from kz_core.evaluate.execution import count_stream_creation
+
+            count_stream_creation()
         from kz_core.evaluate.execution import global_flags, set_tf32
 
         set_tf32(bool(init.get("tf32", False)))
@@ -299,7 +302,10 @@ class Worker:
         workdir = Path(tempfile.mkdtemp(prefix=f"candidate-{self.counter}-", dir=self.scratch_root))
         os.chdir(workdir)
         candidate = Candidate(**request["candidate"])
+        from kz_core.evaluate.execution import streams_created
+
         threads_before = threading.active_count()
+        streams_before = streams_created()
         started = time.perf_counter()
         try:
             module = self.problem_module(request["problem"])
@@ -335,6 +341,7 @@ class Worker:
             "compile_s": compile_s,
             "notes": list(compiled.notes),
             "threads_started": threading.active_count() - threads_before,
+            "streams_created": streams_created() - streams_before,
         }
 
     def op_trials(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -386,11 +393,13 @@ class Worker:
             profiled,
             restore_flags,
             storages_overlap,
+            streams_created,
             synchronize,
         )
 
         torch = self.torch
         prints = fingerprint(inputs)
+        streams_before = streams_created()
         originals = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
         flags = global_flags()
         threads_before = threading.active_count()
@@ -416,6 +425,7 @@ class Worker:
             "aliased": [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor) and any(storages_overlap(x, y) for y in tensor_inputs)],
             "threads_started": threading.active_count() - threads_before,
             "stream_changed": bool(on_gpu and torch.cuda.current_stream().stream_id != stream_before),
+            "streams_created": streams_created() - streams_before,
         }
         after = global_flags()
         record["flags_changed"] = {k: [str(flags[k]), str(after[k])] for k in flags if flags[k] != after[k]}

@@ -1,0 +1,69 @@
+"""Candidates per minute on KernelBench problems with a fixed candidate set.
+
+Every problem of the chosen level gets the same benchmark-only candidate shape
+(``common.wrapping_candidate``: the reference's torch code, its output copied through a
+Triton kernel), evaluated with ``eval.guards=warn`` so that all stages run: static checks,
+compile, five correctness trials, the size-variation trial, timing and the eager
+baseline. The first pass times baselines; the second finds them cached. Usage:
+
+    python benchmarks/eval_throughput.py --problems problems.jsonl --level 1 --device cuda --workers 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import kernelbench_problems, versions, wrapping_candidate, write_json  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", required=True)
+    parser.add_argument("--level", type=int, default=1)
+    parser.add_argument("--limit", type=int, default=0, help="first N problems only")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+
+    from kz_core.config import load_config
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate
+
+    problems = kernelbench_problems(args.problems, args.level)
+    if args.limit:
+        problems = problems[: args.limit]
+    candidates = [Candidate(p.name, "triton", wrapping_candidate(p.code), "bench") for p in problems]
+    config = load_config(
+        None,
+        [f"eval.device={args.device}", f"eval.workers={args.workers}", "eval.guards=warn", "eval.baselines=[eager]", "eval.time_budget_ms=300"],
+    ).eval
+    passes = []
+    with Evaluator(problems, config) as evaluator:
+        evaluator.warm_up()
+        for number in range(args.passes):
+            started = time.perf_counter()
+            results = evaluator.evaluate(candidates)
+            elapsed = time.perf_counter() - started
+            verdicts = collections.Counter(r.verdict.value for r in results)
+            passes.append(
+                {
+                    "pass": number + 1,
+                    "candidates": len(results),
+                    "seconds": round(elapsed, 1),
+                    "candidates_per_minute": round(60 * len(results) / elapsed, 1),
+                    "verdicts": dict(verdicts),
+                }
+            )
+            print(passes[-1], flush=True)
+    write_json(args.out, {"benchmark": "eval_throughput", "level": args.level, "workers": args.workers, "versions": versions(), "passes": passes})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""The evaluator on a GPU (``pytest -m gpu`` on a CUDA machine; skipped elsewhere).
+
+Honest examples are correct, timed with CUDA events and compared with eager and
+torch.compile baselines; every cheat in the suite is caught on the GPU too, including
+those that only matter there (side streams), and memory left unwritten reads back NaN.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kz_core.model import Candidate, Severity, Verdict
+
+from .conftest import cheat_header, cheat_paths, example_candidates
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def gpu_examples(gpu_evaluator):
+    return gpu_evaluator.evaluate(example_candidates())
+
+
+def test_gpu_examples_are_correct_timed_and_compared_with_baselines(gpu_examples):
+    for result in gpu_examples:
+        assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
+        assert result.runtime is not None and result.runtime.clock == "cuda_events"
+        assert result.runtime.trials >= 10
+        assert set(result.baselines) == {"eager", "compile"}, result.findings
+        assert set(result.speedups) == {"eager", "compile"}
+        assert result.environment.device_name and result.environment.device.startswith("cuda")
+
+
+@pytest.mark.parametrize("path", cheat_paths(), ids=lambda p: p.stem)
+def test_gpu_every_cheat_is_caught(path, gpu_evaluator):
+    header = cheat_header(path)
+    result = gpu_evaluator.evaluate([Candidate(header["problem"], "triton", path.read_text(), path.stem)])[0]
+    assert result.verdict is not Verdict.CORRECT, f"{path.stem} fooled the GPU evaluator"
+    errors = [f.check for f in result.findings if f.severity is Severity.ERROR]
+    assert header["check"] in errors, f"expected {header['check']}, got {errors}: {result.message}"
+
+
+def test_gpu_unwritten_output_memory_reads_as_poison(gpu_evaluator):
+    path = next(p for p in cheat_paths() if p.stem == "uninit_tail")
+    result = gpu_evaluator.evaluate([Candidate("1_vector_add", "triton", path.read_text(), "uninit")])[0]
+    assert result.verdict is Verdict.INCORRECT
+    assert "non_finite" in [f.check for f in result.findings], result.message
