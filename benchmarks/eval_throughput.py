@@ -49,7 +49,14 @@ def main() -> None:
         evaluator.warm_up()
         for number in range(args.passes):
             started = time.perf_counter()
-            results = evaluator.evaluate(candidates)
+            done = []
+
+            def report(result, started=started, done=done):
+                done.append(result)
+                if len(done) % 10 == 0:
+                    print(f"pass {number + 1}: {len(done)} done after {time.perf_counter() - started:.0f} s", flush=True)
+
+            results = evaluator.evaluate(candidates, progress=report)
             elapsed = time.perf_counter() - started
             verdicts = collections.Counter(r.verdict.value for r in results)
             passes.append(

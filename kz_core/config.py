@@ -183,6 +183,10 @@ class EvalConfig:
     scratch_dir: str = ""
     # Reference outputs kept in memory across candidates, MiB (least recently used go).
     reference_cache_mb: int = 4096
+    # On a GPU, outputs larger than this (MiB per call) are not sent to this process: a
+    # reference worker copies them out of the candidate's GPU memory (CUDA IPC) and
+    # compares them there.
+    transfer_limit_mb: int = 256
 
 
 @dataclass

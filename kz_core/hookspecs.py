@@ -145,15 +145,17 @@ def backend_run(compiled: CompiledCandidate, model: Any, inputs: list[Any]) -> R
 
 @hookspec
 def check_outputs(problem: Problem, expected: Sequence[Any], actual: Sequence[Any], tolerance: Tolerance) -> list[Finding]:
-    """Compare a candidate's outputs with the reference's for one trial.
+    """Add checks of your own to the comparison of a candidate's output with the reference's.
 
-    Runs in the trusted parent on copies that candidate code never touched. The core's
-    default plugin checks type, shape, dtype, non-finite values and closeness; add checks
-    of your own (a relative-norm test, a structure test for a problem family).
+    Called once per output of every trial, in a trusted process (the parent, or a
+    reference worker for GPU outputs too large to move) on copies that candidate code never
+    touched. The core always checks type, shape, dtype, non-finite values and closeness
+    first (``kz_core/evaluate/correctness.py``), and no plugin can loosen that; add what it
+    does not cover (a relative-norm test, a structure test for a problem family).
 
     :param problem: the problem the outputs belong to.
-    :param expected: the reference outputs, flattened to a sequence of tensors.
-    :param actual: the candidate's outputs, flattened the same way.
+    :param expected: the reference output, as a one-element sequence of tensors.
+    :param actual: the candidate's output, as a one-element sequence of tensors.
     :param tolerance: the absolute and relative tolerance for this output dtype.
     :returns: a list of :class:`~kz_core.model.Finding`; any ``error`` makes the verdict
         ``incorrect``.

@@ -31,7 +31,6 @@ LOAD_PLUGINS_ENV = "KZ_LOAD_PLUGINS"
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "kz_core.problems.sources",
     "kz_core.evaluate.guards",
-    "kz_core.evaluate.correctness",
     "kz_core.commands.plugins_command",
     "kz_core.commands.config_command",
     "kz_core.commands.problems_command",

@@ -1,7 +1,10 @@
-"""Comparing outputs with the reference: tolerance tables and the core's ``check_outputs``.
+"""Comparing outputs with the reference: tolerance tables and the comparison itself.
 
-Runs in the trusted parent on tensors rebuilt from the workers' replies, which candidate
-code never touched (and cannot monkeypatch: it lives in another process). Rules:
+Runs only in trusted processes: the parent, on tensors rebuilt from the workers' replies,
+or a reference worker (candidate code never runs there), on GPU outputs too large to
+move, cloned out of the candidate's memory. Candidate code cannot monkeypatch any of it.
+The rules are the core's and are not a plugin, so no plugin can loosen them; plugins add
+checks of their own through the ``check_outputs`` hook. Rules:
 
 - each output is exactly a ``torch.Tensor`` with the reference's shape and dtype (no
   broadcasting, no silent casts);
@@ -21,7 +24,6 @@ from typing import Any
 
 import torch
 
-from kz_core.hookspecs import hookimpl
 from kz_core.model import Finding, Tolerance
 
 #: Documented default: about a few units in the last place of each format's precision,
@@ -71,72 +73,107 @@ def _index(flat_index: int, shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(index))
 
 
+#: Elements compared at a time: bounds the float64 temporaries (on a GPU or a CPU) for
+#: outputs of billions of elements.
+CHUNK_ELEMENTS = 1 << 24
+
+
+def _values(flat: torch.Tensor, shape: Sequence[int], where: int) -> str:
+    return ", ".join(map(str, _index(where, shape)))
+
+
 def compare(expected: Any, actual: Any, tolerance: Tolerance, label: str = "output") -> tuple[list[Finding], float, float]:
-    """Compare one output with its reference.
+    """Compare one output with its reference, chunk by chunk, on the tensors' device.
 
     :returns: ``(findings, max_abs_error, max_rel_error)``; errors are over finite values.
     """
     if type(actual) is not torch.Tensor:
-        return [Finding("output_type", f"{label} is a {type(actual).__name__}, not exactly torch.Tensor")], math.inf, math.inf
+        return [Finding("output_type", f"{label}: the output is a {type(actual).__name__}, not exactly torch.Tensor")], math.inf, math.inf
     if actual.shape != expected.shape:
         return [Finding("shape", f"{label} has shape {tuple(actual.shape)}, the reference {tuple(expected.shape)}")], math.inf, math.inf
     if actual.dtype != expected.dtype:
         return [Finding("dtype", f"{label} has dtype {actual.dtype}, the reference {expected.dtype}")], math.inf, math.inf
     if expected.numel() == 0:
         return [], 0.0, 0.0
-    if not (expected.dtype.is_floating_point or expected.dtype.is_complex):
-        equal = torch.eq(actual, expected)
-        if bool(equal.all()):
-            return [], 0.0, 0.0
-        where = int((~equal).reshape(-1).nonzero()[0])
-        idx = _index(where, expected.shape)
-        count = int((~equal).sum())
-        return [Finding("mismatch", f"{label}[{', '.join(map(str, idx))}] = {actual[idx].item()}, the reference {expected[idx].item()} ({count} elements differ)")], math.inf, math.inf
-    want = expected.to(torch.complex128 if expected.dtype.is_complex else torch.float64)
-    got = actual.to(want.dtype)
-    findings: list[Finding] = []
-    want_nan, got_nan = torch.isnan(want), torch.isnan(got)
-    want_inf, got_inf = torch.isinf(want), torch.isinf(got)
-    bad_special = (want_nan != got_nan) | (want_inf != got_inf) | (want_inf & got_inf & (want != got))
-    if bool(bad_special.any()):
-        where = int(bad_special.reshape(-1).nonzero()[0])
-        idx = _index(where, expected.shape)
+    shape = tuple(expected.shape)
+    want_all = expected.contiguous().reshape(-1)
+    got_all = actual.to(expected.device).contiguous().reshape(-1)
+    exact = not (expected.dtype.is_floating_point or expected.dtype.is_complex)
+    wide = torch.complex128 if expected.dtype.is_complex else torch.float64
+    max_abs = max_rel = 0.0
+    first_bad: dict[str, tuple[int, str]] = {}
+    counts = {"mismatch": 0, "non_finite": 0}
+    for start in range(0, want_all.numel(), CHUNK_ELEMENTS):
+        want_raw = want_all[start : start + CHUNK_ELEMENTS]
+        got_raw = got_all[start : start + CHUNK_ELEMENTS]
+        if exact:
+            unequal = want_raw != got_raw
+            if bool(unequal.any()):
+                counts["mismatch"] += int(unequal.sum())
+                if "mismatch" not in first_bad:
+                    where = int(unequal.nonzero()[0])
+                    first_bad["mismatch"] = (start + where, f"{got_raw[where].item()}, the reference {want_raw[where].item()}")
+                max_abs = max_rel = math.inf
+            continue
+        want, got = want_raw.to(wide), got_raw.to(wide)
+        want_nan, got_nan = torch.isnan(want), torch.isnan(got)
+        want_inf, got_inf = torch.isinf(want), torch.isinf(got)
+        bad_special = (want_nan != got_nan) | (want_inf != got_inf) | (want_inf & got_inf & (want != got))
+        if bool(bad_special.any()):
+            counts["non_finite"] += int(bad_special.sum())
+            if "non_finite" not in first_bad:
+                where = int(bad_special.nonzero()[0])
+                first_bad["non_finite"] = (start + where, f"{got_raw[where].item()}, the reference {want_raw[where].item()}")
+        finite = torch.isfinite(want) & torch.isfinite(got)
+        difference = torch.where(finite, (got - want).abs(), torch.zeros((), dtype=torch.float64, device=want.device))
+        magnitude = want.abs()
+        outside = finite & (difference > tolerance.atol + tolerance.rtol * magnitude)
+        max_abs = max(max_abs, float(difference.max()))
+        relative = torch.where(finite & (magnitude > 0), difference / magnitude.clamp_min(1e-300), torch.zeros((), dtype=torch.float64, device=want.device))
+        max_rel = max(max_rel, float(relative.max()))
+        if bool(outside.any()):
+            counts["mismatch"] += int(outside.sum())
+            if "mismatch" not in first_bad:
+                where = int(outside.nonzero()[0])
+                first_bad["mismatch"] = (
+                    start + where,
+                    f"{got_raw[where].item():.8g}, the reference {want_raw[where].item():.8g} "
+                    f"(|difference| {float(difference[where]):.3g} > atol {tolerance.atol:g} + rtol {tolerance.rtol:g} * |reference|",
+                )
+    findings = []
+    if "non_finite" in first_bad:
+        where, values = first_bad["non_finite"]
         findings.append(
-            Finding(
-                "non_finite",
-                f"{label}[{', '.join(map(str, idx))}] = {actual[idx].item()}, the reference {expected[idx].item()} "
-                f"({int(bad_special.sum())} elements with NaN or infinity where the reference differs)",
-            )
+            Finding("non_finite", f"{label}[{_values(want_all, shape, where)}] = {values} ({counts['non_finite']} elements with NaN or infinity where the reference differs)")
         )
-    finite = torch.isfinite(want) & torch.isfinite(got)
-    difference = torch.where(finite, (got - want).abs(), torch.zeros((), dtype=torch.float64))
-    magnitude = want.abs()
-    allowed = tolerance.atol + tolerance.rtol * magnitude
-    outside = finite & (difference > allowed)
-    max_abs = float(difference.max()) if difference.numel() else 0.0
-    relative = torch.where(finite & (magnitude > 0), difference / magnitude.clamp_min(1e-300), torch.zeros((), dtype=torch.float64))
-    max_rel = float(relative.max()) if relative.numel() else 0.0
-    if bool(outside.any()):
-        where = int(outside.reshape(-1).nonzero()[0])
-        idx = _index(where, expected.shape)
-        findings.append(
-            Finding(
-                "mismatch",
-                f"{label}[{', '.join(map(str, idx))}] = {actual[idx].item():.8g}, the reference {expected[idx].item():.8g} "
-                f"(|difference| {float(difference.reshape(-1)[where]):.3g} > atol {tolerance.atol:g} + rtol {tolerance.rtol:g} * |reference|; "
-                f"{int(outside.sum())} of {expected.numel()} elements outside the tolerance)",
-            )
-        )
+    if "mismatch" in first_bad:
+        where, values = first_bad["mismatch"]
+        if exact:
+            message = f"{label}[{_values(want_all, shape, where)}] = {values} ({counts['mismatch']} elements differ)"
+        else:
+            message = f"{label}[{_values(want_all, shape, where)}] = {values}; {counts['mismatch']} of {want_all.numel()} elements outside the tolerance)"
+        findings.append(Finding("mismatch", message))
     return findings, max_abs, max_rel
 
 
-@hookimpl
-def check_outputs(problem, expected, actual, tolerance):
-    if len(actual) != len(expected):
-        return [Finding("output_structure", f"{problem.name}: {len(actual)} outputs, the reference returns {len(expected)}")]
+def compare_outputs(
+    problem: Any, expected: Sequence[Any], actual: Sequence[Any], *, pm: Any, table: str, atol: float, rtol: float, label: str
+) -> tuple[list[Finding], float, float]:
+    """Compare every output with the core's rules, then ask plugins (``check_outputs``) for
+    their own checks. Runs in trusted processes only (the parent, or a reference worker).
+
+    :returns: ``(findings, max_abs_error, max_rel_error)`` over all outputs.
+    """
     findings: list[Finding] = []
+    max_abs = max_rel = 0.0
     for index, (want, got) in enumerate(zip(expected, actual)):
-        label = "output" if len(expected) == 1 else f"output {index}"
-        found, _, _ = compare(want, got, tolerance, label)
-        findings.extend(found)
-    return findings
+        where = label if len(expected) == 1 else f"{label}, output {index}"
+        tolerance = tolerance_for(want.dtype, table, atol, rtol)
+        found, abs_error, rel_error = compare(want, got, tolerance, where)
+        findings += found
+        if not found or all(f.check in ("mismatch", "non_finite") for f in found):
+            max_abs, max_rel = max(max_abs, abs_error), max(max_rel, rel_error)
+        if type(got) is torch.Tensor:
+            for group in pm.hook.check_outputs(problem=problem, expected=[want], actual=[got], tolerance=tolerance):
+                findings += [Finding(f.check, f"{where}: {f.message}", f.severity, f.line) for f in group]
+    return findings, max_abs, max_rel

@@ -153,6 +153,8 @@ class ReferenceRecord:
     nbytes: int = 0
     #: ``{"overrides": {...}, "seed": s}`` for the size-variation trial, when one suits.
     variant: dict[str, Any] | None = None
+    #: Outputs too large to move: compared on the GPU by a reference worker.
+    on_device: bool = False
 
 
 def _default_workers(device: str) -> int:
@@ -424,20 +426,7 @@ class Evaluator:
 
         trials_started = time.perf_counter()
         with self._gpu.shared():
-            reply, failure = self._call(
-                worker,
-                {
-                    "op": "trials",
-                    "seeds": self.trial_seeds,
-                    "poison_mb": self.config.poison_mb,
-                    "profile": True,
-                    "problem": _problem_payload(problem),
-                    "init_seed": self.init_seed,
-                    "variant": reference.variant,
-                },
-                self.config.run_timeout_s,
-                "correctness trials",
-            )
+            reply, failure = self._trials(worker, problem, reference)
         timings = attrs.evolve(timings, correctness_s=time.perf_counter() - trials_started)
         if failure is not None or reply is None:
             return self._retire(worker, self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment))
@@ -472,6 +461,58 @@ class Evaluator:
         result = self._finish(candidate, problem, findings, started, **fields)
         return self._retire(worker, result) if result.verdict in _RETIRE_AFTER else result
 
+    def _trials(self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord) -> tuple[dict[str, Any] | None, Finding | None]:
+        """Run the correctness trials; outputs too large to move are compared on the GPU."""
+        request = {
+            "op": "trials",
+            "seeds": self.trial_seeds,
+            "poison_mb": self.config.poison_mb,
+            "profile": True,
+            "problem": _problem_payload(problem),
+            "init_seed": self.init_seed,
+            "variant": reference.variant,
+        }
+        if not reference.on_device:
+            return self._call(worker, request, self.config.run_timeout_s, "correctness trials")
+        # One call per trial, each followed by the comparison, so that only one trial's
+        # outputs occupy GPU memory at a time.
+        merged: dict[str, Any] = {"ok": True, "trials": [], "compute_ops": [], "kernel_streams": []}
+        steps = [{"seeds": [seed], "variant": None, "profile": index == 0} for index, seed in enumerate(self.trial_seeds)]
+        if reference.variant:
+            steps.append({"seeds": [], "variant": reference.variant, "profile": False})
+        for step in steps:
+            reply, failure = self._call(worker, {**request, **step, "share": True}, self.config.run_timeout_s, "correctness trials")
+            if failure is not None or reply is None:
+                return reply, failure
+            if step["profile"]:
+                merged["compute_ops"], merged["kernel_streams"] = reply["compute_ops"], reply["kernel_streams"]
+            for trial in reply["trials"]:
+                trial["comparison"] = self._compare_on_device(problem, trial, trial.get("variant"), f"trial {len(merged['trials']) + 1}")
+                merged["trials"].append(trial)
+            self._call(worker, {"op": "release"}, 60, "release")
+        return merged, None
+
+    def _compare_on_device(self, problem: Problem, record: dict[str, Any], overrides: dict[str, int] | None, label: str) -> dict[str, Any]:
+        """Have a reference worker copy the candidate's GPU outputs and compare them."""
+        request = {
+            "op": "compare",
+            "problem": _problem_payload(problem),
+            "init_seed": self.init_seed,
+            "seed": record["seed"],
+            "overrides": overrides,
+            "shared": record.get("shared", []),
+            "tolerance": self.config.tolerance,
+            "atol": self.config.atol,
+            "rtol": self.config.rtol,
+            "label": label,
+        }
+        with self._reference_pool.acquire() as worker:
+            reply, failure = self._call(worker, request, self.config.run_timeout_s, "comparison")
+        if failure is not None or reply is None:
+            message = failure.message if failure else "no reply"
+            return {"findings": [{"check": "reference_error", "message": f"the comparison failed: {message}", "severity": "error", "line": None}], "max_abs_error": 0.0, "max_rel_error": 0.0}
+        return reply
+
     def _retire(self, worker: WorkerProcess, result: EvalResult) -> EvalResult:
         """Replace a worker that ran a failing or cheating candidate (its process may be dirty)."""
         worker.kill()
@@ -483,16 +524,20 @@ class Evaluator:
         with self._gpu.exclusive():
             reply, failure = self._call(
                 worker,
-                {"op": "time", "seeds": self.timing_seeds, "settings": attrs.asdict(self._timing)},
+                {"op": "time", "seeds": self.timing_seeds, "settings": attrs.asdict(self._timing), "share": reference.on_device},
                 self.config.run_timeout_s,
                 "timing",
             )
+        if reply is not None and failure is None and reference.on_device:
+            for timed in reply["timed_outputs"]:
+                timed["comparison"] = self._compare_on_device(problem, timed, None, "a timed call")
+            self._call(worker, {"op": "release"}, 60, "release")
         fields["timing_s"] = time.perf_counter() - timing_started
         if failure is not None or reply is None:
             findings.append(failure)  # type: ignore[arg-type]
             return fields
         findings += judge_timed_outputs(
-            problem, reference.trials, reply, tolerance_table=self.config.tolerance, atol=self.config.atol, rtol=self.config.rtol
+            problem, reference.trials, reply, pm=self.pm, tolerance_table=self.config.tolerance, atol=self.config.atol, rtol=self.config.rtol
         )
         runtime = from_json_dict(RuntimeStats, reply["stats"])
         fields["runtime"] = runtime
@@ -506,7 +551,7 @@ class Evaluator:
         fields["baselines"] = baselines
         fields["speedups"] = {mode: stats.median_ms / runtime.median_ms for mode, stats in baselines.items() if runtime.median_ms > 0}
         trial = reference.trials[self.timing_seeds[0]]
-        bytes_moved = trial["input_bytes"] + sum(t.nbytes for t in trial["outputs"])
+        bytes_moved = trial["input_bytes"] + sum(meta["nbytes"] for meta in trial["output_meta"])
         bandwidth = peak_bandwidth_gbps(self._environment().device_name, self.config.peak_bandwidth_gbps)
         flag = speed_of_light_finding(runtime.median_ms, bytes_moved, bandwidth)
         if flag is not None:
@@ -541,6 +586,7 @@ class Evaluator:
             "seeds": seeds,
             "variations": size_variations(problem.code) if self.config.size_variation else [],
             "variant_seed": self.variant_seed,
+            "max_transfer_bytes": self.config.transfer_limit_mb << 20 if self.device != "cpu" else 1 << 62,
         }
         try:
             with self._reference_pool.acquire() as worker:
@@ -555,12 +601,13 @@ class Evaluator:
         if reply.get("variant"):
             trials[self.variant_seed] = reply["variant"]["trial"]
             variant = {"overrides": reply["variant"]["overrides"], "seed": self.variant_seed}
-        nbytes = sum(t.nbytes for trial in trials.values() for t in trial["outputs"] if hasattr(t, "nbytes"))
+        nbytes = sum(t.nbytes for trial in trials.values() for t in trial["outputs"] if t is not None)
         for trial in trials.values():
-            bad = [type(t).__name__ for t in trial["outputs"] if t is None or not hasattr(t, "dtype")]
+            bad = [meta["type"] for meta in trial["output_meta"] if meta["type"] != "Tensor"]
             if bad:
                 return ReferenceRecord(error=f"the reference returned non-tensor outputs ({', '.join(bad)})")
-        return ReferenceRecord(trials=trials, nbytes=nbytes, variant=variant)
+        on_device = any(trial["on_device"] for trial in trials.values())
+        return ReferenceRecord(trials=trials, nbytes=nbytes, variant=variant, on_device=on_device)
 
     def _baseline_store(self) -> BaselineCache | None:
         if not self.config.cache:

@@ -129,17 +129,32 @@ def poison_free_memory(device: str, megabytes: int) -> None:
     """
     if not device.startswith("cuda") or megabytes <= 0:
         return
-    numel = megabytes * (1 << 20) // 4
-    block = torch.empty(numel, dtype=torch.float32, device=device)
-    block.fill_(float("nan"))
-    del block
+    # Give every cached block back first, so that the only free memory the allocator holds
+    # afterwards is poisoned: one large block, and 1 MiB blocks for its small-block pool.
+    torch.cuda.empty_cache()
+    large = torch.empty(megabytes * (1 << 20) // 4, dtype=torch.float32, device=device).fill_(float("nan"))
+    small = [torch.empty((1 << 20) // 4, dtype=torch.float32, device=device).fill_(float("nan")) for _ in range(32)]
+    del large, small
 
 
 _streams_created = 0
+#: Working folders of candidates (with a trailing separator): streams created by code
+#: loaded from files inside them are counted.
+candidate_dirs: set[str] = set()
+
+
+def _called_from_candidate() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(tuple(candidate_dirs)):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def count_stream_creation() -> None:
-    """Count every ``torch.cuda.Stream`` created from now on (see :func:`streams_created`)."""
+    """Count every ``torch.cuda.Stream`` that candidate code creates from now on (streams
+    that torch, Triton or the profiler create for themselves are not the candidate's)."""
     stream_class = torch.cuda.Stream
     if getattr(stream_class.__new__, "_kz_counts", False):
         return
@@ -147,7 +162,8 @@ def count_stream_creation() -> None:
 
     def counting_new(cls, *args, **kwargs):
         global _streams_created
-        _streams_created += 1
+        if _called_from_candidate():
+            _streams_created += 1
         return original(cls, *args, **kwargs)
 
     counting_new._kz_counts = True  # type: ignore[attr-defined]
@@ -156,6 +172,64 @@ def count_stream_creation() -> None:
 
 def streams_created() -> int:
     return _streams_created
+
+
+_SHARED_FIELDS = {
+    "device": int, "handle": bytes, "storage_size": int, "storage_offset_bytes": int,
+    "ref_counter_handle": bytes, "ref_counter_offset": int, "event_handle": bytes,
+    "event_sync_required": bool, "dtype": str, "offset": int,
+}
+
+
+def share_cuda_tensor(tensor: torch.Tensor) -> dict[str, Any]:
+    """A CUDA IPC description of ``tensor``'s memory, for another process to open.
+
+    The tensor must stay alive until the other process has opened and copied it.
+    """
+    (device, handle, size, offset_bytes, ref_handle, ref_offset, event_handle, event_sync) = tensor.untyped_storage()._share_cuda_()
+    return {
+        "device": int(device), "handle": bytes(handle), "storage_size": int(size), "storage_offset_bytes": int(offset_bytes),
+        "ref_counter_handle": bytes(ref_handle), "ref_counter_offset": int(ref_offset), "event_handle": bytes(event_handle or b""),
+        "event_sync_required": bool(event_sync), "dtype": str(tensor.dtype).removeprefix("torch."), "offset": tensor.storage_offset(),
+        "shape": list(tensor.shape), "stride": list(tensor.stride()),
+    }
+
+
+def open_shared_cuda_tensor(description: dict[str, Any]) -> torch.Tensor:
+    """Copy the tensor another process shared with :func:`share_cuda_tensor`.
+
+    The description comes from an untrusted process: every field is type-checked and the
+    view must lie inside the shared storage; the memory is cloned at once, so the sender
+    cannot change it afterwards.
+    """
+    from kz_core.evaluate.wire import TENSOR_DTYPES
+
+    for key, kind in _SHARED_FIELDS.items():
+        if type(description.get(key)) is not kind:
+            raise ValueError(f"shared tensor field {key!r} must be {kind.__name__}")
+    if description["dtype"] not in TENSOR_DTYPES:
+        raise ValueError(f"dtype {description['dtype']!r} is not allowed")
+    shape = [int(v) for v in description["shape"]]
+    stride = [int(v) for v in description["stride"]]
+    if len(shape) != len(stride) or any(v < 0 for v in shape + stride) or description["offset"] < 0:
+        raise ValueError("malformed shape, stride or offset")
+    dtype = getattr(torch, description["dtype"])
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    last = description["offset"] + sum((n - 1) * s for n, s in zip(shape, stride)) if all(shape) else 0
+    if all(shape) and (last + 1) * itemsize > description["storage_size"]:
+        raise ValueError("the view reaches beyond the shared storage")
+    if not all(shape):
+        return torch.empty(shape, dtype=dtype, device=f"cuda:{description['device']}")
+    storage = torch.UntypedStorage._new_shared_cuda(
+        description["device"], description["handle"], description["storage_size"], description["storage_offset_bytes"],
+        description["ref_counter_handle"], description["ref_counter_offset"], description["event_handle"] or None,
+        description["event_sync_required"],
+    )
+    view = torch.empty((0,), dtype=dtype, device=f"cuda:{description['device']}")
+    view.set_(storage, description["offset"], shape, stride)
+    copy = view.clone()
+    del view, storage
+    return copy
 
 
 def synchronize(device: str) -> None:

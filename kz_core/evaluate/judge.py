@@ -25,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kz_core.evaluate.correctness import compare, tolerance_for
+from kz_core.evaluate.correctness import compare_outputs
 from kz_core.evaluate.guards import FORMAT_CHECKS
 from kz_core.model import Finding, Problem, Severity, Verdict
+from kz_core.serialization import from_json_dict
 
 #: Error findings that mean wrong outputs (verdict ``incorrect``).
 INCORRECT_CHECKS = frozenset({"mismatch", "shape", "dtype", "non_finite", "output_structure", "output_device", "size_variation"})
@@ -140,21 +141,27 @@ def judge_trials(
         if trial["structure"] != ref["structure"]:
             _once(findings, Finding("size_variation" if varied else "output_structure", f"{where}: forward returned {trial['structure']}, the reference {ref['structure']}"))
             continue
-        for index, (want, got, device) in enumerate(zip(ref["outputs"], trial["outputs"], trial["output_devices"])):
-            label = f"{where}, output {index}" if len(ref["outputs"]) > 1 else where
-            if got is None:
-                continue  # reported as output_type
-            if device and ref.get("output_devices") and device != ref["output_devices"][index]:
-                _once(findings, Finding("output_device", f"{label}: output on {device}, the reference on {ref['output_devices'][index]}"))
-                continue
-            tolerance = tolerance_for(want.dtype, tolerance_table, atol, rtol)
-            for group in pm.hook.check_outputs(problem=problem, expected=[want], actual=[got], tolerance=tolerance):
-                for finding in group:
-                    check = "size_variation" if varied and finding.check in _VARIATION_RENAMED else finding.check
-                    _once(findings, Finding(check, f"{label}: {finding.message}", finding.severity, finding.line))
-            if want.shape == got.shape and want.dtype == got.dtype:
-                _, abs_error, rel_error = compare(want, got, tolerance)
-                max_abs, max_rel = max(max_abs, abs_error), max(max_rel, rel_error)
+        wrong_device = [
+            (index, device, ref["output_devices"][index])
+            for index, device in enumerate(trial["output_devices"])
+            if device and ref.get("output_devices") and index < len(ref["output_devices"]) and device != ref["output_devices"][index]
+        ]
+        if wrong_device:
+            index, device, wanted = wrong_device[0]
+            _once(findings, Finding("output_device", f"{where}, output {index}: on {device}, the reference on {wanted}"))
+            continue
+        if "comparison" in trial:  # compared on the GPU by a reference worker
+            compared = [from_json_dict(Finding, f) for f in trial["comparison"]["findings"]]
+            abs_error, rel_error = trial["comparison"]["max_abs_error"], trial["comparison"]["max_rel_error"]
+        else:
+            pairs = [(want, got) for want, got in zip(ref["outputs"], trial["outputs"]) if got is not None]
+            compared, abs_error, rel_error = compare_outputs(
+                problem, [w for w, _ in pairs], [g for _, g in pairs], pm=pm, table=tolerance_table, atol=atol, rtol=rtol, label=where
+            )
+        for finding in compared:
+            check = "size_variation" if varied and finding.check in _VARIATION_RENAMED else finding.check
+            _once(findings, Finding(check, finding.message, finding.severity, finding.line))
+        max_abs, max_rel = max(max_abs, abs_error), max(max_rel, rel_error)
     if reply.get("compute_ops"):
         severity = Severity.ERROR if guards == "strict" else Severity.WARNING
         ops = ", ".join(reply["compute_ops"][:8])
@@ -164,16 +171,21 @@ def judge_trials(
     return findings, max_abs, max_rel, launches
 
 
-def judge_timed_outputs(problem: Problem, reference: dict[int, dict[str, Any]], reply: dict[str, Any], *, tolerance_table: str, atol: float, rtol: float) -> list[Finding]:
+def judge_timed_outputs(
+    problem: Problem, reference: dict[int, dict[str, Any]], reply: dict[str, Any], *, pm: Any, tolerance_table: str, atol: float, rtol: float
+) -> list[Finding]:
     """``state_drift`` when the outputs of timed calls differ from the reference."""
     for timed in reply["timed_outputs"]:
         ref = reference[timed["seed"]]
-        if timed["structure"] != ref["structure"] or any(got is None for got in timed["outputs"]):
+        if "comparison" in timed:
+            found = [from_json_dict(Finding, f) for f in timed["comparison"]["findings"]]
+        elif timed["structure"] != ref["structure"] or any(got is None for got in timed["outputs"]):
             return [Finding("state_drift", "the timed calls returned outputs of another structure or type than the correctness trials")]
-        for want, got in zip(ref["outputs"], timed["outputs"]):
-            found, _, _ = compare(want, got, tolerance_for(want.dtype, tolerance_table, atol, rtol))
-            if any(f.severity is Severity.ERROR for f in found):
-                return [Finding("state_drift", f"a timed call's output differs from the reference: {found[0].message}")]
+        else:
+            found, _, _ = compare_outputs(problem, ref["outputs"], timed["outputs"], pm=pm, table=tolerance_table, atol=atol, rtol=rtol, label="a timed call")
+        errors = [f for f in found if f.severity is Severity.ERROR]
+        if errors:
+            return [Finding("state_drift", f"a timed call's output differs from the reference: {errors[0].message}")]
     return []
 
 

@@ -12,6 +12,8 @@ evaluation; it moves bytes.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import pickle
 import socket
@@ -96,6 +98,8 @@ def encode_reply(reply: Any) -> bytes:
             return value
         if isinstance(value, float):
             return {"__float__": repr(value)}
+        if isinstance(value, bytes):
+            return {"__bytes__": base64.b64encode(value).decode("ascii")}
         raise TypeError(f"cannot send a value of type {type(value).__name__}")
 
     header = json.dumps(convert(reply)).encode("utf-8")
@@ -149,6 +153,8 @@ def decode_reply(payload: bytes | bytearray) -> Any:
                 return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
             if "__float__" in value:
                 return float(value["__float__"])
+            if "__bytes__" in value:
+                return base64.b64decode(value["__bytes__"], validate=True)
             if "__list__" in value:
                 return [build(v) for v in value["__list__"]]
             if "__tuple__" in value:
@@ -162,7 +168,7 @@ def decode_reply(payload: bytes | bytearray) -> Any:
 
     try:
         return build(header)
-    except (KeyError, ValueError, TypeError, IndexError) as exc:
+    except (KeyError, ValueError, TypeError, IndexError, binascii.Error) as exc:
         raise WireError(f"malformed reply: {exc}") from exc
 
 

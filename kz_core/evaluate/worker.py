@@ -78,6 +78,15 @@ def _error_reply(stage: str, exc: BaseException) -> dict[str, Any]:
     }
 
 
+def _meta(value: Any) -> dict[str, Any]:
+    """Type, dtype, shape and size of one output, without its data."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"type": type(value).__name__, "dtype": str(value.dtype), "shape": list(value.shape), "nbytes": value.nbytes}
+    return {"type": type(value).__name__, "dtype": "", "shape": [], "nbytes": 0}
+
+
 def _backend_versions() -> str:
     import importlib.metadata
 
@@ -100,6 +109,7 @@ class Worker:
         self.cpu_budget_s: int = init.get("cpu_budget_s", 0)
         self.problems: dict[str, Any] = {}
         self.references: dict[tuple[str, int], Any] = {}
+        self.compare_models: dict[tuple[str, int, str], Any] = {}
         self.candidate: dict[str, Any] | None = None
         self.counter = 0
         import torch
@@ -179,6 +189,7 @@ class Worker:
             key = (request["problem"]["hash"], request["init_seed"])
             if key not in self.references:
                 init_inputs = make_init_inputs(module, request["init_seed"])
+                self.references.clear()  # one reference model at a time: they can be large
                 self.references[key] = instantiate(module.Model, init_inputs, request["init_seed"], self.device)
             model = self.references[key]
         except BaseException as exc:  # noqa: BLE001 - a broken problem is a reply
@@ -191,11 +202,14 @@ class Worker:
                 output = model(*inputs)
                 synchronize(self.device)
                 structure, leaves = flatten_outputs(output)
+                on_device = sum(x.nbytes for x in leaves if isinstance(x, self.torch.Tensor)) > request.get("max_transfer_bytes", 1 << 62)
                 trials.append(
                     {
                         "seed": seed,
                         "structure": structure,
-                        "outputs": leaves,
+                        "outputs": [None if on_device else x for x in leaves],
+                        "output_meta": [_meta(x) for x in leaves],
+                        "on_device": on_device,
                         "output_devices": [str(x.device) if isinstance(x, self.torch.Tensor) else "" for x in leaves],
                         "input_fingerprints": prints,
                         "input_bytes": sum(x.nbytes for x in inputs if isinstance(x, self.torch.Tensor)),
@@ -214,12 +228,15 @@ class Worker:
                 synchronize(self.device)
             except BaseException:  # noqa: BLE001 - this rebinding does not suit the problem
                 continue
+            on_device = sum(x.nbytes for x in leaves if isinstance(x, self.torch.Tensor)) > request.get("max_transfer_bytes", 1 << 62)
             variant = {
                 "overrides": overrides,
                 "trial": {
                     "seed": request["variant_seed"],
                     "structure": structure,
-                    "outputs": leaves,
+                    "outputs": [None if on_device else x for x in leaves],
+                    "output_meta": [_meta(x) for x in leaves],
+                    "on_device": on_device,
                     "output_devices": [str(x.device) if isinstance(x, self.torch.Tensor) else "" for x in leaves],
                     "input_fingerprints": prints,
                     "input_bytes": sum(x.nbytes for x in inputs if isinstance(x, self.torch.Tensor)),
@@ -227,6 +244,68 @@ class Worker:
             }
             break
         return {"ok": True, "trials": trials, "variant": variant, "seconds": time.perf_counter() - started}
+
+    def op_compare(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Compare a candidate's GPU outputs, shared through CUDA IPC, with the reference's.
+
+        For outputs too large to send to the parent. The reference is recomputed here for
+        the seed; the candidate's tensors are cloned out of its memory before comparing.
+        """
+        import json as _json
+
+        from kz_core.evaluate.correctness import compare_outputs
+        from kz_core.evaluate.execution import (
+            flatten_outputs,
+            instantiate,
+            make_init_inputs,
+            make_inputs,
+            open_shared_cuda_tensor,
+            synchronize,
+        )
+        from kz_core.model import Finding, Problem
+        from kz_core.serialization import to_json_dict
+
+        if self.role != "reference":
+            return {"ok": False, "stage": "protocol", "message": "only reference workers compare outputs"}
+        problem = request["problem"]
+        overrides = request.get("overrides") or {}
+        try:
+            key = (problem["hash"], request["init_seed"], _json.dumps(overrides, sort_keys=True))
+            if key not in self.compare_models:
+                module = self.varied_module(problem, overrides) if overrides else self.problem_module(problem)
+                self.compare_models.clear()  # one reference model at a time
+                self.compare_models[key] = (module, instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device))
+            module, model = self.compare_models[key]
+            _, expected = flatten_outputs(model(*make_inputs(module, request["seed"], self.device)))
+            synchronize(self.device)
+        except BaseException as exc:  # noqa: BLE001
+            return _error_reply("reference", exc)
+        actual: list[Any] = []
+        findings: list[Finding] = []
+        for index, description in enumerate(request["shared"]):
+            if description is None:
+                actual.append(None)
+                continue
+            try:
+                actual.append(open_shared_cuda_tensor(description))
+            except Exception as exc:  # noqa: BLE001 - a forged or stale description
+                findings.append(Finding("output_type", f"{request['label']}, output {index}: could not be read from the candidate's process ({exc})"))
+                actual.append(None)
+        pairs = [(want, got) for want, got in zip(expected, actual) if got is not None]
+        compared, max_abs, max_rel = compare_outputs(
+            Problem(problem["name"], problem["code"]),
+            [w for w, _ in pairs],
+            [g for _, g in pairs],
+            pm=self.pm,
+            table=request["tolerance"],
+            atol=request["atol"],
+            rtol=request["rtol"],
+            label=request["label"],
+        )
+        del actual, expected, pairs
+        if self.device.startswith("cuda"):
+            self.torch.cuda.empty_cache()
+        return {"ok": True, "findings": [to_json_dict(f) for f in findings + compared], "max_abs_error": max_abs, "max_rel_error": max_rel}
 
     def op_audit(self, request: dict[str, Any]) -> dict[str, Any]:
         """Reference outputs for an audit: two seeds, the first again, and with TF32 on."""
@@ -302,8 +381,9 @@ class Worker:
         workdir = Path(tempfile.mkdtemp(prefix=f"candidate-{self.counter}-", dir=self.scratch_root))
         os.chdir(workdir)
         candidate = Candidate(**request["candidate"])
-        from kz_core.evaluate.execution import streams_created
+        from kz_core.evaluate.execution import candidate_dirs, streams_created
 
+        candidate_dirs.add(os.path.join(str(workdir), ""))
         threads_before = threading.active_count()
         streams_before = streams_created()
         started = time.perf_counter()
@@ -380,6 +460,19 @@ class Worker:
         return {"ok": True, "trials": trials, "compute_ops": compute_ops, "kernel_streams": streams, "seconds": time.perf_counter() - started}
 
     def _trial(self, model: Any, inputs: list[Any], request: dict[str, Any], profile: bool = False) -> tuple[dict[str, Any], Any]:
+        record, seen, leaves = self._call_checked(model, inputs, request, profile)
+        if request.get("share"):
+            from kz_core.evaluate.execution import share_cuda_tensor
+
+            torch = self.torch
+            record["shared"] = [
+                share_cuda_tensor(x) if type(x) is torch.Tensor and x.is_cuda and x.numel() else None for x in leaves
+            ]
+            record["outputs"] = [None for _ in leaves]
+            self.candidate["held"] = leaves  # alive until the reference worker has copied them
+        return record, seen
+
+    def _call_checked(self, model: Any, inputs: list[Any], request: dict[str, Any], profile: bool) -> tuple[dict[str, Any], Any, list[Any]]:
         """One forward call with every runtime check around it.
 
         :returns: the trial's record, and what the profiler saw of the call (when ``profile``).
@@ -431,7 +524,7 @@ class Worker:
         record["flags_changed"] = {k: [str(flags[k]), str(after[k])] for k in flags if flags[k] != after[k]}
         if record["flags_changed"]:
             restore_flags(flags)
-        return record, seen
+        return record, seen, leaves
 
     def op_time(self, request: dict[str, Any]) -> dict[str, Any]:
         from kz_core.evaluate.execution import flatten_outputs, make_inputs, synchronize
@@ -452,12 +545,28 @@ class Worker:
             stats = time_calls(call, self.device, TimingSettings(**request["settings"]))
             synchronize(self.device)
             outputs = []
+            held = []
             for which, seed in enumerate(request["seeds"]):
                 structure, leaves = flatten_outputs(last[which])
-                outputs.append({"seed": seed, "structure": structure, "outputs": [x if type(x) is self.torch.Tensor else None for x in leaves]})
+                entry = {"seed": seed, "structure": structure, "outputs": [x if type(x) is self.torch.Tensor else None for x in leaves]}
+                if request.get("share"):
+                    from kz_core.evaluate.execution import share_cuda_tensor
+
+                    entry["shared"] = [share_cuda_tensor(x) if type(x) is self.torch.Tensor and x.is_cuda and x.numel() else None for x in leaves]
+                    entry["outputs"] = [None for _ in leaves]
+                    held.append(leaves)
+                outputs.append(entry)
+            if held:
+                self.candidate["held"] = held
         except BaseException as exc:  # noqa: BLE001
             return _error_reply("timing", exc)
         return {"ok": True, "stats": stats, "timed_outputs": outputs}
+
+    def op_release(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Drop outputs held for a reference worker to copy."""
+        if self.candidate is not None:
+            self.candidate.pop("held", None)
+        return {"ok": True}
 
     def op_unload(self, request: dict[str, Any]) -> dict[str, Any]:
         from kz_core.evaluate.execution import global_flags, restore_flags
@@ -499,6 +608,8 @@ def serve(sock: socket.socket) -> None:
         "trials": worker.op_trials,
         "time": worker.op_time,
         "unload": worker.op_unload,
+        "release": worker.op_release,
+        "compare": worker.op_compare,
     }
     while True:
         try:

@@ -85,10 +85,36 @@ def test_max_errors_are_reported():
     assert math.isclose(max_abs, 1e-4, rel_tol=1e-2) and math.isclose(max_rel, 5e-5, rel_tol=1e-2)
 
 
-def test_check_outputs_hook_default_plugin():
+def test_compare_outputs_adds_plugin_checks(register_plugin):
+    from kz_core.evaluate.correctness import compare_outputs
+    from kz_core.hookspecs import hookimpl
+
+    class Strict:
+        @hookimpl
+        def check_outputs(self, actual):
+            return [Finding("always_odd", "a plugin's own check")] if float(actual[0].sum()) % 2 else []
+
+    register_plugin(Strict(), "strict-test")
     pm = get_plugin_manager()
     problem = Problem("p", "")
-    ok = pm.hook.check_outputs(problem=problem, expected=[torch.ones(3)], actual=[torch.ones(3)], tolerance=Tolerance(1e-4, 1e-4))
-    assert not [f for group in ok for f in group]
-    wrong = pm.hook.check_outputs(problem=problem, expected=[torch.ones(3)], actual=[torch.ones(3), torch.ones(1)], tolerance=Tolerance(1e-4, 1e-4))
-    assert "output_structure" in [f.check for group in wrong for f in group]
+    findings, max_abs, _ = compare_outputs(problem, [torch.ones(3)], [torch.ones(3)], pm=pm, table="default", atol=-1, rtol=-1, label="trial 1")
+    assert checks(findings) == ["always_odd"] and findings[0].message.startswith("trial 1: ")
+    assert max_abs == 0.0
+    findings, _, _ = compare_outputs(problem, [torch.ones(3)], [torch.ones(5)], pm=pm, table="default", atol=-1, rtol=-1, label="trial 1")
+    assert checks(findings) == ["shape", "always_odd"]
+
+
+def test_chunked_comparison_reports_global_indices_and_counts(monkeypatch):
+    from kz_core.evaluate import correctness
+
+    monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", 7)
+    expected = torch.arange(60, dtype=torch.float32).reshape(6, 10)
+    actual = expected.clone()
+    actual[3, 4] += 1.0
+    actual[5, 9] += 1.0
+    actual[4, 0] = float("nan")
+    findings, max_abs, _ = compare(expected, actual, tolerance_for(torch.float32))
+    assert checks(findings) == ["non_finite", "mismatch"]
+    assert "output[4, 0] = nan" in findings[0].message
+    assert "output[3, 4]" in findings[1].message and "2 of 60 elements" in findings[1].message
+    assert max_abs == 1.0

@@ -45,3 +45,32 @@ def test_gpu_unwritten_output_memory_reads_as_poison(gpu_evaluator):
     result = gpu_evaluator.evaluate([Candidate("1_vector_add", "triton", path.read_text(), "uninit")])[0]
     assert result.verdict is Verdict.INCORRECT
     assert "non_finite" in [f.check for f in result.findings], result.message
+
+
+@pytest.fixture(scope="module")
+def ipc_evaluator(example_problems):
+    """Every output compared on the GPU by a reference worker (CUDA IPC), as for outputs
+    too large to move."""
+    import torch
+
+    from kz_core.config import load_config
+    from kz_core.evaluate import Evaluator
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    config = load_config(None, ["eval.device=cuda", "eval.workers=2", "eval.cache=false", "eval.transfer_limit_mb=0", "eval.baselines=[eager]"]).eval
+    with Evaluator(example_problems, config) as evaluator:
+        yield evaluator
+
+
+def test_gpu_outputs_compared_on_the_device(ipc_evaluator):
+    results = ipc_evaluator.evaluate(example_candidates())
+    for result in results:
+        assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
+        assert result.max_abs_error is not None and result.max_abs_error < 1e-3
+    cheats = {p.stem: p for p in cheat_paths()}
+    for name in ("constant_output", "uninit_tail", "output_cache", "hardcoded_size", "subsample_rows", "fp16_matmul"):
+        header = cheat_header(cheats[name])
+        result = ipc_evaluator.evaluate([Candidate(header["problem"], "triton", cheats[name].read_text(), name)])[0]
+        assert result.verdict is not Verdict.CORRECT, name
+        assert header["check"] in [f.check for f in result.findings if f.severity is Severity.ERROR], (name, result.message)

@@ -24,9 +24,10 @@ def test_tensors_of_every_allowed_dtype_round_trip(dtype):
 
 
 def test_structures_numbers_and_special_floats():
-    value = {"a": [1, 2.5, None, True, "x"], "b": (float("nan"), float("inf")), 3: {"nested": torch.empty(0, 4)}}
+    value = {"h": b"\x00\xffhandle", "a": [1, 2.5, None, True, "x"], "b": (float("nan"), float("inf")), 3: {"nested": torch.empty(0, 4)}}
     back = roundtrip(value)
     assert back["a"] == [1, 2.5, None, True, "x"]
+    assert back["h"] == b"\x00\xffhandle"
     assert isinstance(back["b"], tuple) and back["b"][1] == float("inf") and back["b"][0] != back["b"][0]
     assert back[3]["nested"].shape == (0, 4)
 
