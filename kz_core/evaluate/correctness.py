@@ -169,7 +169,7 @@ def compare_outputs(
     for index, (want, got) in enumerate(zip(expected, actual)):
         where = label if len(expected) == 1 else f"{label}, output {index}"
         tolerance = tolerance_for(want.dtype, table, atol, rtol)
-        found, abs_error, rel_error = compare(want, got, tolerance, where)
+        found, abs_error, rel_error = compare(want, got, tolerance, f"{label}: output" if len(expected) == 1 else f"{label}: output {index}")
         findings += found
         if not found or all(f.check in ("mismatch", "non_finite") for f in found):
             max_abs, max_rel = max(max_abs, abs_error), max(max_rel, rel_error)

@@ -493,7 +493,8 @@ class Evaluator:
         return merged, None
 
     def _compare_on_device(self, problem: Problem, record: dict[str, Any], overrides: dict[str, int] | None, label: str) -> dict[str, Any]:
-        """Have a reference worker copy the candidate's GPU outputs and compare them."""
+        """Have a reference worker copy the candidate's GPU outputs and compare them (the
+        caller holds the GPU lock shared)."""
         request = {
             "op": "compare",
             "problem": _problem_payload(problem),
@@ -529,8 +530,9 @@ class Evaluator:
                 "timing",
             )
         if reply is not None and failure is None and reference.on_device:
-            for timed in reply["timed_outputs"]:
-                timed["comparison"] = self._compare_on_device(problem, timed, None, "a timed call")
+            with self._gpu.shared():
+                for timed in reply["timed_outputs"]:
+                    timed["comparison"] = self._compare_on_device(problem, timed, None, "a timed call")
             self._call(worker, {"op": "release"}, 60, "release")
         fields["timing_s"] = time.perf_counter() - timing_started
         if failure is not None or reply is None:
@@ -589,9 +591,10 @@ class Evaluator:
             "max_transfer_bytes": self.config.transfer_limit_mb << 20 if self.device != "cpu" else 1 << 62,
         }
         try:
-            with self._reference_pool.acquire() as worker:
-                with self._gpu.shared():
-                    reply, failure = self._call(worker, request, self.config.run_timeout_s, "reference")
+            # Lock order, everywhere: the GPU lock first, then a worker. A thread never waits
+            # for the GPU lock while it holds a reference worker.
+            with self._gpu.shared(), self._reference_pool.acquire() as worker:
+                reply, failure = self._call(worker, request, self.config.run_timeout_s, "reference")
         except WorkerStartError as exc:
             raise EvaluatorError(str(exc)) from exc
         if failure is not None or reply is None:
@@ -637,9 +640,8 @@ class Evaluator:
                     "settings": attrs.asdict(self._timing),
                 }
                 timeout = self.config.run_timeout_s + (self.config.compile_timeout_s if mode == "compile" else 0)
-                with self._reference_pool.acquire() as worker:
-                    with self._gpu.exclusive():
-                        reply, failure = self._call(worker, request, timeout, f"{mode} baseline")
+                with self._gpu.exclusive(), self._reference_pool.acquire() as worker:
+                    reply, failure = self._call(worker, request, timeout, f"{mode} baseline")
                 if failure is not None or reply is None:
                     findings.append(Finding("baseline", f"the {mode} baseline could not be timed: {failure.message if failure else 'no reply'}", Severity.WARNING))
                     logger.warning("{}: {} baseline failed: {}", problem.name, mode, failure.message if failure else "no reply")

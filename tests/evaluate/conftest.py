@@ -23,6 +23,13 @@ def cheat_header(path: Path) -> dict[str, str]:
     return {key: value.strip() for key, value in HEADER.findall(path.read_text())}
 
 
+def wrong_output_family(check: str) -> set[str]:
+    """The checks that count as catching a cheat expected to be caught by ``check``:
+    unwritten memory reads back as NaN poison on a GPU, so ``mismatch`` may be reported
+    as ``non_finite`` there."""
+    return {"mismatch", "non_finite"} if check == "mismatch" else {check}
+
+
 def cheat_paths(backend: str = "triton") -> list[Path]:
     return sorted((CHEATS / backend).glob("*.py"))
 
