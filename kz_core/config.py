@@ -186,7 +186,7 @@ class EvalConfig:
     # On a GPU, outputs larger than this (MiB per call) are not sent to this process: a
     # reference worker copies them out of the candidate's GPU memory (CUDA IPC) and
     # compares them there.
-    transfer_limit_mb: int = 256
+    transfer_limit_mb: int = 16
 
 
 @dataclass

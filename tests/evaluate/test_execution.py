@@ -1,0 +1,56 @@
+"""Worker-side mechanics that can be checked without a worker: fingerprints, flags, ops."""
+
+from __future__ import annotations
+
+import torch
+
+from kz_core.evaluate import execution
+
+
+def test_fingerprints_tell_inputs_apart():
+    x = torch.randn(1000)
+    y = x.clone()
+    y[500] = torch.nextafter(y[500], torch.tensor(float("inf")))
+    swapped = x.clone()
+    swapped[[1, 2]] = swapped[[2, 1]]
+    prints = execution.fingerprint([x, x.clone(), y, swapped, x.reshape(10, 100), 3])
+    assert prints[0] == prints[1]
+    assert len({prints[0], prints[2], prints[3], prints[4]}) == 4
+    assert prints[5] == execution.fingerprint([3])[0]
+
+
+def test_device_sums_detect_single_bit_changes_and_swaps(monkeypatch):
+    monkeypatch.setattr(execution, "_FINGERPRINT_CHUNK", 7)  # several chunks
+    raw = torch.randint(0, 256, (1003,), dtype=torch.uint8)
+    base = execution.device_sums(raw)
+    assert base == execution.device_sums(raw.clone())
+    flipped = raw.clone()
+    flipped[999] ^= 1
+    swapped = raw.clone()
+    swapped[[0, 4]] = raw[[4, 0]]
+    swapped_words = raw.clone()
+    swapped_words[0:4], swapped_words[4:8] = raw[4:8].clone(), raw[0:4].clone()
+    tail = raw.clone()
+    tail[1002] ^= 1
+    sums = {execution.device_sums(t) for t in (flipped, swapped, swapped_words, tail)}
+    assert base not in sums and len(sums) == 4
+
+
+def test_compute_ops_ignore_data_movement():
+    names = ["aten::empty", "aten::copy_", "aten::view", "aten::mm", "aten::add", "aten::mm", "cudaLaunchKernel"]
+    assert execution.torch_compute_ops(names) == ["aten::mm", "aten::add"]
+
+
+def test_flags_are_restored():
+    before = execution.global_flags()
+    torch.set_float32_matmul_precision("medium")
+    changed = execution.global_flags()
+    assert changed != before
+    execution.restore_flags(before)
+    assert execution.global_flags() == before
+
+
+def test_storage_overlap():
+    base = torch.zeros(10)
+    assert execution.storages_overlap(base[2:5], base)
+    assert not execution.storages_overlap(torch.zeros(3), base)
