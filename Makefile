@@ -21,9 +21,12 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	$(PY) -m pip install --quiet -e ".[test]" $(addprefix -e ,$(PLUGINS))
 	touch $(STAMP)
 
+# The main job on embedded defaults: evaluate the example Triton candidates against the
+# example problems (sandboxed; Triton's interpreter on a machine without a GPU).
 demo: $(STAMP)
 	$(VENV)/bin/kz plugins
 	$(VENV)/bin/kz problems list
+	$(VENV)/bin/kz eval --problems examples --candidates examples/candidates/triton
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -157,8 +157,8 @@ def check_outputs(problem: Problem, expected: Sequence[Any], actual: Sequence[An
     :param expected: the reference output, as a one-element sequence of tensors.
     :param actual: the candidate's output, as a one-element sequence of tensors.
     :param tolerance: the absolute and relative tolerance for this output dtype.
-    :returns: a list of :class:`~kz_core.model.Finding`; any ``error`` makes the verdict
-        ``incorrect``.
+    :returns: a list of :class:`~kz_core.model.Finding`, reported as
+        ``mismatch.<check>``; any ``error`` makes the verdict ``incorrect``.
     """
 
 

@@ -138,9 +138,9 @@ def test_doc_static_checks(example_plugin):
     pm = get_plugin_manager()
     problem = Problem(name="p", code="")
     results = pm.hook.static_checks(candidate=Candidate("p", "cutlass", "x = 1"), problem=problem)
-    assert [f.check for group in results for f in group] == ["no_cutlass"]
+    assert "no_cutlass" in [f.check for group in results for f in group]
     results = pm.hook.static_checks(candidate=Candidate("p", "cutlass", "s = 'cutlass::gemm'"), problem=problem)
-    assert not [f for group in results for f in group]
+    assert "no_cutlass" not in [f.check for group in results for f in group]
 
 
 def test_doc_backend_compile_then_backend_run(example_plugin, tmp_path):

@@ -175,5 +175,6 @@ def compare_outputs(
             max_abs, max_rel = max(max_abs, abs_error), max(max_rel, rel_error)
         if type(got) is torch.Tensor:
             for group in pm.hook.check_outputs(problem=problem, expected=[want], actual=[got], tolerance=tolerance):
-                findings += [Finding(f.check, f"{where}: {f.message}", f.severity, f.line) for f in group]
+                # A plugin's findings are wrong-output findings: reported as mismatch.<check>.
+                findings += [Finding(f"mismatch.{f.check}", f"{where}: {f.message}", f.severity, f.line) for f in group]
     return findings, max_abs, max_rel

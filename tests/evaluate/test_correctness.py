@@ -98,10 +98,10 @@ def test_compare_outputs_adds_plugin_checks(register_plugin):
     pm = get_plugin_manager()
     problem = Problem("p", "")
     findings, max_abs, _ = compare_outputs(problem, [torch.ones(3)], [torch.ones(3)], pm=pm, table="default", atol=-1, rtol=-1, label="trial 1")
-    assert checks(findings) == ["always_odd"] and findings[0].message.startswith("trial 1: ")
+    assert checks(findings) == ["mismatch.always_odd"] and findings[0].message.startswith("trial 1: ")
     assert max_abs == 0.0
     findings, _, _ = compare_outputs(problem, [torch.ones(3)], [torch.ones(5)], pm=pm, table="default", atol=-1, rtol=-1, label="trial 1")
-    assert checks(findings) == ["shape", "always_odd"]
+    assert checks(findings) == ["shape", "mismatch.always_odd"]
 
 
 def test_chunked_comparison_reports_global_indices_and_counts(monkeypatch):

@@ -70,3 +70,4 @@ def test_verdict_precedence():
     assert decide_verdict([f("worker_died")]) is Verdict.RUNTIME_ERROR
     assert decide_verdict([f("syntax_error"), f("monkeypatch")]) is Verdict.FORMAT_ERROR
     assert decide_verdict([f("a_plugin_check")]) is Verdict.REJECTED
+    assert decide_verdict([f("mismatch.relative_norm")]) is Verdict.INCORRECT
