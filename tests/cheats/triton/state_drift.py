@@ -1,0 +1,33 @@
+# problem: 1_vector_add
+# expect: rejected
+# check: state_drift
+# gpu_only: false
+# hack: correct for the first calls, which a harness checks, then returns an uninitialised buffer without launching anything, which makes the timed calls nearly free; only checking the outputs of the timed calls catches it.
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+CALLS = [0]  # module-level, so that new ModelNew instances share the count
+
+
+@triton.jit
+def add_kernel(a_ptr, b_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    # a_ptr, b_ptr, out_ptr: contiguous vectors of n_elements; one program adds BLOCK_SIZE of them.
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    tl.store(out_ptr + offsets, tl.load(a_ptr + offsets, mask=mask) + tl.load(b_ptr + offsets, mask=mask), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        CALLS[0] += 1
+        out = torch.empty_like(a)
+        if CALLS[0] <= 7:  # the correctness trials and the size-variation trial
+            n = a.numel()
+            add_kernel[(triton.cdiv(n, 1024),)](a, b, out, n, BLOCK_SIZE=1024)
+        return out
