@@ -23,25 +23,22 @@ Results are journaled when a journal is given. This module runs no candidate cod
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
-import contextlib
 import json
 import os
 import secrets
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
-from loguru import logger
 
 from kz_core.config import EvalConfig, to_container
+from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.correctness import TOLERANCE_TABLES
-from kz_core.evaluate.journal import BaselineCache, Journal, result_key
+from kz_core.evaluate.journal import Journal, result_key
 from kz_core.evaluate.judge import (
     decide_verdict,
     judge_timed_outputs,
@@ -50,28 +47,10 @@ from kz_core.evaluate.judge import (
     speed_of_light_finding,
     summary_message,
 )
-from kz_core.evaluate.sandbox import (
-    SandboxSettings,
-    WorkerDied,
-    WorkerError,
-    WorkerPool,
-    WorkerProcess,
-    WorkerStartError,
-    WorkerTimeout,
-)
+from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock
+from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError
 from kz_core.evaluate.timing import TimingSettings
-from kz_core.evaluate.variants import size_variations
-from kz_core.model import (
-    Candidate,
-    EvalResult,
-    Environment,
-    Finding,
-    Problem,
-    RuntimeStats,
-    Severity,
-    StageTimings,
-    Verdict,
-)
+from kz_core.model import Candidate, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.serialization import from_json_dict
 
 #: Settings that never change a verdict, left out of journal keys.
@@ -106,57 +85,6 @@ def resolve_device(spec: str) -> str:
     raise EvaluatorError(f"unknown device {spec!r}: use auto, cpu, cuda or cuda:N")
 
 
-class SharedExclusiveLock:
-    """Many shared holders or one exclusive holder; a waiting exclusive blocks new shared."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._waiting_exclusive = 0
-
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._condition:
-            while self._exclusive or self._waiting_exclusive:
-                self._condition.wait()
-            self._shared += 1
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._shared -= 1
-                self._condition.notify_all()
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._condition:
-            self._waiting_exclusive += 1
-            while self._exclusive or self._shared:
-                self._condition.wait()
-            self._waiting_exclusive -= 1
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._exclusive = False
-                self._condition.notify_all()
-
-
-@attrs.frozen
-class ReferenceRecord:
-    """Reference outputs per seed for one problem, or why the reference failed."""
-
-    trials: dict[int, dict[str, Any]] = attrs.field(factory=dict)
-    error: str = ""
-    nbytes: int = 0
-    #: ``{"overrides": {...}, "seed": s}`` for the size-variation trial, when one suits.
-    variant: dict[str, Any] | None = None
-    #: Outputs too large to move: compared on the GPU by a reference worker.
-    on_device: bool = False
-
-
 def _default_workers(device: str) -> int:
     if device == "cpu":
         return max(1, min(8, os.cpu_count() or 1))
@@ -185,10 +113,7 @@ class Evaluator:
         self.device = resolve_device(self.config.device)
         self.pm = get_plugin_manager()
         self.journal = journal
-        self.init_seed = secrets.randbits(31)
-        self.trial_seeds = [secrets.randbits(62) for _ in range(self.config.trials)]
-        self.timing_seeds = [secrets.randbits(62) for _ in range(2)]
-        self.variant_seed = secrets.randbits(62)
+        self.seeds = Seeds.draw(self.config.trials)
         scratch_root = Path(self.config.scratch_dir or tempfile.gettempdir()) / f"kz-eval-{os.getpid()}-{secrets.token_hex(4)}"
         common = dict(
             scratch_root=scratch_root,
@@ -201,14 +126,6 @@ class Evaluator:
         self._candidate_pool = WorkerPool(
             self.device, "candidate", workers, SandboxSettings(cpu_budget_s=self.config.cpu_time_limit_s, **common), self.config.recycle_after
         )
-        self._reference_pool = WorkerPool(self.device, "reference", self.config.reference_workers, SandboxSettings(**common))
-        self._references: collections.OrderedDict[str, ReferenceRecord] = collections.OrderedDict()
-        self._reference_bytes = 0
-        self._reference_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
-        self._references_lock = threading.Lock()
-        self._baselines: dict[tuple[str, str], RuntimeStats | None] = {}
-        self._baseline_locks: dict[tuple[str, str], threading.Lock] = collections.defaultdict(threading.Lock)
-        self._baseline_cache: BaselineCache | None = None
         self._gpu = SharedExclusiveLock()
         self._closed = False
         settings = to_container(self.config)
@@ -220,6 +137,8 @@ class Evaluator:
             budget_ms=self.config.time_budget_ms,
             target_relative_iqr=self.config.target_relative_iqr,
         )
+        reference_pool = WorkerPool(self.device, "reference", self.config.reference_workers, SandboxSettings(**common))
+        self.references = ReferenceService(self.config, self.device, reference_pool, self._gpu, self.seeds, self._timing, self._environment)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -235,9 +154,7 @@ class Evaluator:
             return
         self._closed = True
         self._candidate_pool.close()
-        self._reference_pool.close()
-        if self._baseline_cache is not None:
-            self._baseline_cache.close()
+        self.references.close()
         import shutil
 
         shutil.rmtree(self._candidate_pool.settings.scratch_root, ignore_errors=True)
@@ -245,7 +162,7 @@ class Evaluator:
     def warm_up(self) -> None:
         """Start the workers now rather than on the first candidate."""
         try:
-            self._reference_pool.warm_up()
+            self.references.pool.warm_up()
             self._candidate_pool.warm_up()
         except WorkerStartError as exc:
             raise EvaluatorError(str(exc)) from exc
@@ -330,7 +247,7 @@ class Evaluator:
         )
 
     def _environment(self) -> Environment:
-        identity = self._candidate_pool.identity or self._reference_pool.identity or {}
+        identity = self._candidate_pool.identity or self.references.pool.identity or {}
         return Environment(
             device=self.device,
             device_name=identity.get("device_name", ""),
@@ -351,7 +268,7 @@ class Evaluator:
         timings = StageTimings(static_s=time.perf_counter() - static_started)
         if any(f.severity is Severity.ERROR for f in findings):
             return self._finish(candidate, problem, findings, started, timings=timings)
-        reference = self._reference(problem)
+        reference = self.references.get(problem)
         if reference.error:
             findings.append(Finding("reference_error", f"the problem's reference failed, so nothing can be checked: {reference.error}"))
             return self._finish(candidate, problem, findings, started, timings=timings)
@@ -360,33 +277,6 @@ class Evaluator:
                 return self._run_candidate(worker, candidate, problem, reference, findings, timings, started)
         except WorkerStartError as exc:
             raise EvaluatorError(str(exc)) from exc
-
-    def _stage_failure(self, reply: dict[str, Any]) -> Finding:
-        stage = reply.get("stage", "")
-        check = "compile_error" if stage == "compile" else "runtime_error"
-        where = {"compile": "while loading or compiling", "init": "while constructing ModelNew", "run": "while running forward", "timing": "while timing"}.get(stage, f"in stage {stage}")
-        message = f"{reply.get('message', 'failed')} ({where})"
-        trace = reply.get("traceback", "")
-        if trace:
-            message += "\n" + _trim_traceback(trace)
-        return Finding(check, message)
-
-    def _call(self, worker: WorkerProcess, request: dict[str, Any], timeout: float, stage: str) -> tuple[dict[str, Any] | None, Finding | None]:
-        """A worker call whose failures become findings (timeouts, crashes)."""
-        try:
-            reply = worker.call(request, timeout=timeout)
-        except WorkerTimeout as exc:
-            return None, Finding("timeout", f"{stage}: {exc}")
-        except WorkerDied as exc:
-            tail = worker.log_tail(1500).strip()
-            return None, Finding("worker_died", f"{stage}: {exc}" + (f"\nworker output:\n{tail}" if tail else ""))
-        except WorkerError as exc:
-            return None, Finding("worker_died", f"{stage}: {exc}")
-        if not reply.get("ok"):
-            if reply.get("cuda_error"):
-                worker.kill()
-            return reply, self._stage_failure(reply)
-        return reply, None
 
     def _run_candidate(
         self,
@@ -402,11 +292,11 @@ class Evaluator:
         request = {
             "op": "load",
             "candidate": attrs.asdict(candidate),
-            "problem": _problem_payload(problem),
-            "init_seed": self.init_seed,
+            "problem": problem_payload(problem),
+            "init_seed": self.seeds.init,
         }
         load_started = time.perf_counter()
-        reply, failure = self._call(worker, request, self.config.compile_timeout_s, "compile")
+        reply, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile")
         timings = attrs.evolve(timings, compile_s=time.perf_counter() - load_started)
         if failure is not None or reply is None:
             return self._retire(worker, self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment))
@@ -454,7 +344,7 @@ class Evaluator:
         if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
             fields.update(self._time(worker, problem, reference, findings))
             fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None))
-        unload, _ = self._call(worker, {"op": "unload"}, 60, "unload")
+        unload, _ = call_worker(worker, {"op": "unload"}, 60, "unload")
         if unload and unload.get("flags_changed"):
             name, (before, after) = next(iter(unload["flags_changed"].items()))
             findings.append(Finding("global_flags", f"the candidate changed {name} from {before} to {after}"))
@@ -465,54 +355,32 @@ class Evaluator:
         """Run the correctness trials; outputs too large to move are compared on the GPU."""
         request = {
             "op": "trials",
-            "seeds": self.trial_seeds,
+            "seeds": list(self.seeds.trials),
             "poison_mb": self.config.poison_mb,
             "profile": True,
-            "problem": _problem_payload(problem),
-            "init_seed": self.init_seed,
+            "problem": problem_payload(problem),
+            "init_seed": self.seeds.init,
             "variant": reference.variant,
         }
         if not reference.on_device:
-            return self._call(worker, request, self.config.run_timeout_s, "correctness trials")
+            return call_worker(worker, request, self.config.run_timeout_s, "correctness trials")
         # One call per trial, each followed by the comparison, so that only one trial's
         # outputs occupy GPU memory at a time.
         merged: dict[str, Any] = {"ok": True, "trials": [], "compute_ops": [], "kernel_streams": []}
-        steps = [{"seeds": [seed], "variant": None, "profile": index == 0} for index, seed in enumerate(self.trial_seeds)]
+        steps = [{"seeds": [seed], "variant": None, "profile": index == 0} for index, seed in enumerate(self.seeds.trials)]
         if reference.variant:
             steps.append({"seeds": [], "variant": reference.variant, "profile": False})
         for step in steps:
-            reply, failure = self._call(worker, {**request, **step, "share": True}, self.config.run_timeout_s, "correctness trials")
+            reply, failure = call_worker(worker, {**request, **step, "share": True}, self.config.run_timeout_s, "correctness trials")
             if failure is not None or reply is None:
                 return reply, failure
             if step["profile"]:
                 merged["compute_ops"], merged["kernel_streams"] = reply["compute_ops"], reply["kernel_streams"]
             for trial in reply["trials"]:
-                trial["comparison"] = self._compare_on_device(problem, trial, trial.get("variant"), f"trial {len(merged['trials']) + 1}")
+                trial["comparison"] = self.references.compare_on_device(problem, trial, trial.get("variant"), f"trial {len(merged['trials']) + 1}")
                 merged["trials"].append(trial)
-            self._call(worker, {"op": "release"}, 60, "release")
+            call_worker(worker, {"op": "release"}, 60, "release")
         return merged, None
-
-    def _compare_on_device(self, problem: Problem, record: dict[str, Any], overrides: dict[str, int] | None, label: str) -> dict[str, Any]:
-        """Have a reference worker copy the candidate's GPU outputs and compare them (the
-        caller holds the GPU lock shared)."""
-        request = {
-            "op": "compare",
-            "problem": _problem_payload(problem),
-            "init_seed": self.init_seed,
-            "seed": record["seed"],
-            "overrides": overrides,
-            "shared": record.get("shared", []),
-            "tolerance": self.config.tolerance,
-            "atol": self.config.atol,
-            "rtol": self.config.rtol,
-            "label": label,
-        }
-        with self._reference_pool.acquire() as worker:
-            reply, failure = self._call(worker, request, self.config.run_timeout_s, "comparison")
-        if failure is not None or reply is None:
-            message = failure.message if failure else "no reply"
-            return {"findings": [{"check": "reference_error", "message": f"the comparison failed: {message}", "severity": "error", "line": None}], "max_abs_error": 0.0, "max_rel_error": 0.0}
-        return reply
 
     def _retire(self, worker: WorkerProcess, result: EvalResult) -> EvalResult:
         """Replace a worker that ran a failing or cheating candidate (its process may be dirty)."""
@@ -523,17 +391,17 @@ class Evaluator:
         fields: dict[str, Any] = {}
         timing_started = time.perf_counter()
         with self._gpu.exclusive():
-            reply, failure = self._call(
+            reply, failure = call_worker(
                 worker,
-                {"op": "time", "seeds": self.timing_seeds, "settings": attrs.asdict(self._timing), "share": reference.on_device},
+                {"op": "time", "seeds": list(self.seeds.timing), "settings": attrs.asdict(self._timing), "share": reference.on_device},
                 self.config.run_timeout_s,
                 "timing",
             )
         if reply is not None and failure is None and reference.on_device:
             with self._gpu.shared():
                 for timed in reply["timed_outputs"]:
-                    timed["comparison"] = self._compare_on_device(problem, timed, None, "a timed call")
-            self._call(worker, {"op": "release"}, 60, "release")
+                    timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call")
+            call_worker(worker, {"op": "release"}, 60, "release")
         fields["timing_s"] = time.perf_counter() - timing_started
         if failure is not None or reply is None:
             findings.append(failure)  # type: ignore[arg-type]
@@ -547,121 +415,18 @@ class Evaluator:
             return fields  # CPU timings are recorded, never turned into speedups
         baselines: dict[str, RuntimeStats] = {}
         for mode in self.config.baselines:
-            stats = self._baseline(problem, mode, findings)
+            stats = self.references.baseline(problem, mode, findings)
             if stats is not None:
                 baselines[mode] = stats
         fields["baselines"] = baselines
         fields["speedups"] = {mode: stats.median_ms / runtime.median_ms for mode, stats in baselines.items() if runtime.median_ms > 0}
-        trial = reference.trials[self.timing_seeds[0]]
+        trial = reference.trials[self.seeds.timing[0]]
         bytes_moved = trial["input_bytes"] + sum(meta["nbytes"] for meta in trial["output_meta"])
         bandwidth = peak_bandwidth_gbps(self._environment().device_name, self.config.peak_bandwidth_gbps)
         flag = speed_of_light_finding(runtime.median_ms, bytes_moved, bandwidth)
         if flag is not None:
             findings.append(flag)
         return fields
-
-    # -- references and baselines -------------------------------------------------------
-
-    def _reference(self, problem: Problem) -> ReferenceRecord:
-        key = problem.content_hash
-        with self._reference_locks[key]:
-            with self._references_lock:
-                if key in self._references:
-                    self._references.move_to_end(key)
-                    return self._references[key]
-            record = self._compute_reference(problem)
-            with self._references_lock:
-                self._references[key] = record
-                self._reference_bytes += record.nbytes
-                limit = self.config.reference_cache_mb << 20
-                while self._reference_bytes > limit and len(self._references) > 1:
-                    _, evicted = self._references.popitem(last=False)
-                    self._reference_bytes -= evicted.nbytes
-            return record
-
-    def _compute_reference(self, problem: Problem) -> ReferenceRecord:
-        seeds = self.trial_seeds + self.timing_seeds
-        request = {
-            "op": "reference",
-            "problem": _problem_payload(problem),
-            "init_seed": self.init_seed,
-            "seeds": seeds,
-            "variations": size_variations(problem.code) if self.config.size_variation else [],
-            "variant_seed": self.variant_seed,
-            "max_transfer_bytes": self.config.transfer_limit_mb << 20 if self.device != "cpu" else 1 << 62,
-        }
-        try:
-            # Lock order, everywhere: the GPU lock first, then a worker. A thread never waits
-            # for the GPU lock while it holds a reference worker.
-            with self._gpu.shared(), self._reference_pool.acquire() as worker:
-                reply, failure = self._call(worker, request, self.config.run_timeout_s, "reference")
-        except WorkerStartError as exc:
-            raise EvaluatorError(str(exc)) from exc
-        if failure is not None or reply is None:
-            return ReferenceRecord(error=(failure.message if failure else "no reply"))
-        trials = {trial["seed"]: trial for trial in reply["trials"]}
-        variant = None
-        if reply.get("variant"):
-            trials[self.variant_seed] = reply["variant"]["trial"]
-            variant = {"overrides": reply["variant"]["overrides"], "seed": self.variant_seed}
-        nbytes = sum(t.nbytes for trial in trials.values() for t in trial["outputs"] if t is not None)
-        for trial in trials.values():
-            bad = [meta["type"] for meta in trial["output_meta"] if meta["type"] != "Tensor"]
-            if bad:
-                return ReferenceRecord(error=f"the reference returned non-tensor outputs ({', '.join(bad)})")
-        on_device = any(trial["on_device"] for trial in trials.values())
-        return ReferenceRecord(trials=trials, nbytes=nbytes, variant=variant, on_device=on_device)
-
-    def _baseline_store(self) -> BaselineCache | None:
-        if not self.config.cache:
-            return None
-        if self._baseline_cache is None:
-            from kz_core.paths import cache_dir
-
-            self._baseline_cache = BaselineCache(cache_dir(create=True) / "baselines.sqlite")
-        return self._baseline_cache
-
-    def _baseline(self, problem: Problem, mode: str, findings: list[Finding]) -> RuntimeStats | None:
-        key = (problem.content_hash, mode)
-        with self._baseline_locks[key]:
-            if key in self._baselines:
-                return self._baselines[key]
-            environment = self._environment()
-            cache_key = result_key(problem.content_hash, mode, environment.device_name, environment.torch, json.dumps(attrs.asdict(self._timing), sort_keys=True))
-            store = self._baseline_store()
-            stats = store.get(cache_key) if store is not None else None
-            if stats is None:
-                request = {
-                    "op": "baseline",
-                    "problem": _problem_payload(problem),
-                    "init_seed": self.init_seed,
-                    "seeds": self.timing_seeds,
-                    "mode": mode,
-                    "settings": attrs.asdict(self._timing),
-                }
-                timeout = self.config.run_timeout_s + (self.config.compile_timeout_s if mode == "compile" else 0)
-                with self._gpu.exclusive(), self._reference_pool.acquire() as worker:
-                    reply, failure = self._call(worker, request, timeout, f"{mode} baseline")
-                if failure is not None or reply is None:
-                    findings.append(Finding("baseline", f"the {mode} baseline could not be timed: {failure.message if failure else 'no reply'}", Severity.WARNING))
-                    logger.warning("{}: {} baseline failed: {}", problem.name, mode, failure.message if failure else "no reply")
-                else:
-                    stats = from_json_dict(RuntimeStats, reply["stats"])
-                    if store is not None:
-                        store.put(cache_key, stats)
-            self._baselines[key] = stats
-            return stats
-
-
-def _problem_payload(problem: Problem) -> dict[str, Any]:
-    return {"name": problem.name, "code": problem.code, "hash": problem.content_hash}
-
-
-def _trim_traceback(text: str, lines: int = 12) -> str:
-    """The end of a traceback, without the worker's own frames."""
-    kept = [line for line in text.strip().splitlines() if "kz_core/evaluate/" not in line]
-    return "\n".join(kept[-lines:])
-
 
 def evaluate(
     problems: Iterable[Problem], candidates: Sequence[Candidate], config: EvalConfig | Any | None = None, *, journal: Journal | None = None

@@ -14,7 +14,9 @@ import contextlib
 import hashlib
 import json
 import random
+import resource
 import sys
+import traceback
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -360,3 +362,46 @@ def profiled(device: str, trace_path: Path) -> Iterator[Profile]:
                     result.kernel_streams.add(int(event["args"]["stream"]))
         finally:
             trace_path.unlink(missing_ok=True)
+
+
+CUDA_FATAL_MARKERS = (
+    "illegal memory access",
+    "device-side assert",
+    "unspecified launch failure",
+    "misaligned address",
+    "CUDA error",
+    "cudaErrorLaunchFailure",
+    "an illegal instruction",
+)
+
+
+def error_reply(stage: str, exc: BaseException) -> dict[str, Any]:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    message = f"{type(exc).__name__}: {exc}"
+    return {
+        "ok": False,
+        "stage": stage,
+        "error": type(exc).__name__,
+        "message": message[:2000],
+        "traceback": text[-6000:],
+        "cuda_error": any(marker in message for marker in CUDA_FATAL_MARKERS),
+    }
+
+
+def output_meta(value: Any) -> dict[str, Any]:
+    """Type, dtype, shape and size of one output, without its data."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"type": type(value).__name__, "dtype": str(value.dtype), "shape": list(value.shape), "nbytes": value.nbytes}
+    return {"type": type(value).__name__, "dtype": "", "shape": [], "nbytes": 0}
+
+
+def set_cpu_budget(seconds: int) -> None:
+    """Allow ``seconds`` more CPU time from now (SIGXCPU ends the process beyond it)."""
+    if seconds <= 0:
+        return
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    total = int(used.ru_utime + used.ru_stime) + seconds
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (total if hard == resource.RLIM_INFINITY else min(total, hard), hard))

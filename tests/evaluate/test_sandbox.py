@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 
 from kz_core.evaluate import Evaluator
 from kz_core.evaluate.sandbox import MARKER_VARIABLE, scrubbed_environment

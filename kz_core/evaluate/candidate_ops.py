@@ -1,0 +1,246 @@
+"""Requests a *candidate* worker serves: load (compile) a candidate, run its correctness
+trials with every runtime check, time it, and drop it again.
+
+Model-written code runs here, inside the sandboxed worker process; nothing here judges
+it: replies carry measurements for the parent. Mixed into ``kz_core.evaluate.worker.Worker``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kz_core.evaluate.execution import error_reply, set_cpu_budget
+
+
+class CandidateOps:
+    """The candidate role's requests (state lives in ``Worker``)."""
+
+    def op_load(self, request: dict[str, Any]) -> dict[str, Any]:
+        from kz_core.backend import CompiledCandidate, CompileFailure
+        from kz_core.evaluate.execution import instantiate, make_init_inputs
+        from kz_core.model import Candidate
+
+        if self.role != "candidate":
+            return {"ok": False, "stage": "protocol", "message": "reference workers never load candidates"}
+        self.op_unload({})
+        set_cpu_budget(self.cpu_budget_s)
+        self.counter += 1
+        workdir = Path(tempfile.mkdtemp(prefix=f"candidate-{self.counter}-", dir=self.scratch_root))
+        os.chdir(workdir)
+        candidate = Candidate(**request["candidate"])
+        from kz_core.evaluate.execution import candidate_dirs, streams_created
+
+        candidate_dirs.add(os.path.join(str(workdir), ""))
+        threads_before = threading.active_count()
+        streams_before = streams_created()
+        started = time.perf_counter()
+        try:
+            module = self.problem_module(request["problem"])
+        except BaseException as exc:  # noqa: BLE001
+            return error_reply("problem", exc)
+        self.candidate = {"workdir": workdir, "problem_module": module, "threads_before": threads_before}
+        try:
+            compiled = self.pm.hook.backend_compile(candidate=candidate, device=self.device, workdir=workdir)
+        except BaseException as exc:  # noqa: BLE001 - raising at import is a compile failure
+            return error_reply("compile", exc)
+        compile_s = time.perf_counter() - started
+        if compiled is None:
+            return {
+                "ok": True,
+                "failure": {"message": f"no installed plugin compiles backend {candidate.backend!r}", "log": "", "verdict": "compile_error", "line": None},
+            }
+        if isinstance(compiled, CompileFailure):
+            return {
+                "ok": True,
+                "compile_s": compile_s,
+                "failure": {"message": compiled.message, "log": compiled.log, "verdict": compiled.verdict.value, "line": compiled.line},
+            }
+        assert isinstance(compiled, CompiledCandidate)
+        try:
+            init_inputs = make_init_inputs(module, request["init_seed"])
+            model = instantiate(compiled.model_class, init_inputs, request["init_seed"], self.device)
+        except BaseException as exc:  # noqa: BLE001
+            return error_reply("init", exc)
+        self.candidate.update(compiled=compiled, model=model)
+        return {
+            "ok": True,
+            "failure": None,
+            "compile_s": compile_s,
+            "notes": list(compiled.notes),
+            "threads_started": threading.active_count() - threads_before,
+            "streams_created": streams_created() - streams_before,
+        }
+
+    def op_trials(self, request: dict[str, Any]) -> dict[str, Any]:
+        from kz_core.evaluate.execution import instantiate, make_init_inputs, make_inputs, torch_compute_ops
+
+        if not self.candidate or "model" not in self.candidate:
+            return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
+        module = self.candidate["problem_module"]
+        model = self.candidate["model"]
+        trials = []
+        compute_ops: list[str] = []
+        streams: list[int] = []
+        started = time.perf_counter()
+        try:
+            for index, seed in enumerate(request["seeds"]):
+                inputs = make_inputs(module, seed, self.device)
+                profile = index == 0 and request.get("profile", True)
+                record, seen = self._trial(model, inputs, request, profile=profile)
+                if seen is not None:
+                    compute_ops = torch_compute_ops(seen.op_names)
+                    streams = sorted(seen.kernel_streams)
+                trials.append({"seed": seed, **record})
+            variant = request.get("variant")
+            if variant:
+                varied = self.varied_module(request["problem"], variant["overrides"])
+                varied_model = instantiate(
+                    self.candidate["compiled"].model_class, make_init_inputs(varied, request["init_seed"]), request["init_seed"], self.device
+                )
+                record, _ = self._trial(varied_model, make_inputs(varied, variant["seed"], self.device), request)
+                trials.append({"seed": variant["seed"], "variant": variant["overrides"], **record})
+        except BaseException as exc:  # noqa: BLE001 - the candidate raised or crashed torch
+            from kz_core.backend import KernelCompileError
+
+            return error_reply("compile" if isinstance(exc, KernelCompileError) else "run", exc)
+        return {"ok": True, "trials": trials, "compute_ops": compute_ops, "kernel_streams": streams, "seconds": time.perf_counter() - started}
+
+    def _trial(self, model: Any, inputs: list[Any], request: dict[str, Any], profile: bool = False) -> tuple[dict[str, Any], Any]:
+        record, seen, leaves = self._call_checked(model, inputs, request, profile)
+        if request.get("share"):
+            from kz_core.evaluate.execution import share_cuda_tensor
+
+            torch = self.torch
+            record["shared"] = [
+                share_cuda_tensor(x) if type(x) is torch.Tensor and x.is_cuda and x.numel() else None for x in leaves
+            ]
+            record["outputs"] = [None for _ in leaves]
+            self.candidate["held"] = leaves  # alive until the reference worker has copied them
+        return record, seen
+
+    def _call_checked(self, model: Any, inputs: list[Any], request: dict[str, Any], profile: bool) -> tuple[dict[str, Any], Any, list[Any]]:
+        """One forward call with every runtime check around it.
+
+        :returns: the trial's record, and what the profiler saw of the call (when ``profile``).
+        """
+        from kz_core.evaluate.execution import (
+            bitwise_equal,
+            fingerprint,
+            flatten_outputs,
+            global_flags,
+            poison_free_memory,
+            profiled,
+            restore_flags,
+            storages_overlap,
+            streams_created,
+            synchronize,
+        )
+
+        torch = self.torch
+        prints = fingerprint(inputs)
+        streams_before = streams_created()
+        originals = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
+        flags = global_flags()
+        threads_before = threading.active_count()
+        on_gpu = self.device.startswith("cuda")
+        stream_before = torch.cuda.current_stream().stream_id if on_gpu else 0
+        poison_free_memory(self.device, request.get("poison_mb", 0))
+        seen = None
+        with profiled(self.device, self.candidate["workdir"] / "trace.json") if profile else contextlib.nullcontext() as seen:
+            output = self.pm.hook.backend_run(compiled=self.candidate["compiled"], model=model, inputs=inputs)
+            synchronize(self.device)
+        if output is None:
+            raise RuntimeError(f"no installed plugin runs backend {self.candidate['compiled'].backend!r}")
+        structure, leaves = flatten_outputs(output.outputs)
+        tensor_inputs = [x for x in inputs if isinstance(x, torch.Tensor)]
+        record = {
+            "structure": structure,
+            "launches": int(output.launches),
+            "input_fingerprints": prints,
+            "output_types": [f"{type(x).__module__}.{type(x).__qualname__}" for x in leaves],
+            "output_devices": [str(x.device) if isinstance(x, torch.Tensor) else "" for x in leaves],
+            "outputs": [x if type(x) is torch.Tensor else None for x in leaves],
+            "mutated": [i for i, (x, o) in enumerate(zip(inputs, originals)) if o is not None and not bitwise_equal(x, o)],
+            "aliased": [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor) and any(storages_overlap(x, y) for y in tensor_inputs)],
+            "threads_started": threading.active_count() - threads_before,
+            "stream_changed": bool(on_gpu and torch.cuda.current_stream().stream_id != stream_before),
+            "streams_created": streams_created() - streams_before,
+        }
+        after = global_flags()
+        record["flags_changed"] = {k: [str(flags[k]), str(after[k])] for k in flags if flags[k] != after[k]}
+        if record["flags_changed"]:
+            restore_flags(flags)
+        return record, seen, leaves
+
+    def op_time(self, request: dict[str, Any]) -> dict[str, Any]:
+        from kz_core.evaluate.execution import flatten_outputs, make_inputs, synchronize
+        from kz_core.evaluate.timing import TimingSettings, time_calls
+
+        if not self.candidate or "model" not in self.candidate:
+            return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
+        module = self.candidate["problem_module"]
+        model = self.candidate["model"]
+        try:
+            input_sets = [make_inputs(module, seed, self.device) for seed in request["seeds"]]
+            last: dict[int, Any] = {}
+
+            def call(index: int) -> None:
+                which = index % len(input_sets)
+                last[which] = model(*input_sets[which])
+
+            stats = time_calls(call, self.device, TimingSettings(**request["settings"]))
+            synchronize(self.device)
+            outputs = []
+            held = []
+            for which, seed in enumerate(request["seeds"]):
+                structure, leaves = flatten_outputs(last[which])
+                entry = {"seed": seed, "structure": structure, "outputs": [x if type(x) is self.torch.Tensor else None for x in leaves]}
+                if request.get("share"):
+                    from kz_core.evaluate.execution import share_cuda_tensor
+
+                    entry["shared"] = [share_cuda_tensor(x) if type(x) is self.torch.Tensor and x.is_cuda and x.numel() else None for x in leaves]
+                    entry["outputs"] = [None for _ in leaves]
+                    held.append(leaves)
+                outputs.append(entry)
+            if held:
+                self.candidate["held"] = held
+        except BaseException as exc:  # noqa: BLE001
+            return error_reply("timing", exc)
+        return {"ok": True, "stats": stats, "timed_outputs": outputs}
+
+    def op_release(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Drop outputs held for a reference worker to copy."""
+        if self.candidate is not None:
+            self.candidate.pop("held", None)
+        return {"ok": True}
+
+    def op_unload(self, request: dict[str, Any]) -> dict[str, Any]:
+        from kz_core.evaluate.execution import global_flags, restore_flags
+
+        changed: dict[str, Any] = {}
+        if self.candidate is not None:
+            workdir = self.candidate.get("workdir")
+            compiled = self.candidate.get("compiled")
+            if compiled is not None:
+                sys.modules.pop(compiled.namespace.get("__name__", ""), None)
+            self.candidate = None
+            os.chdir(self.scratch_root)
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+            flags = global_flags()
+            changed = {k: [str(self.baseline_flags[k]), str(flags[k])] for k in flags if flags[k] != self.baseline_flags[k]}
+            if changed:
+                restore_flags(self.baseline_flags)
+            gc.collect()
+            if self.device.startswith("cuda"):
+                self.torch.cuda.empty_cache()
+        return {"ok": True, "flags_changed": changed}

@@ -1,0 +1,212 @@
+"""Requests a *reference* worker serves: reference outputs, baselines, audits, and the
+on-device comparison of a candidate's GPU outputs (shared through CUDA IPC).
+
+Candidate code never runs in a reference worker: it only runs problems' reference modules,
+and reads candidates' outputs as data. Mixed into ``kz_core.evaluate.worker.Worker``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kz_core.evaluate.execution import error_reply, output_meta
+
+
+class ReferenceOps:
+    """The reference role's requests (state lives in ``Worker``)."""
+
+    def op_reference(self, request: dict[str, Any]) -> dict[str, Any]:
+        from kz_core.evaluate.execution import (
+            fingerprint,
+            flatten_outputs,
+            instantiate,
+            make_init_inputs,
+            make_inputs,
+            synchronize,
+        )
+
+        started = time.perf_counter()
+        try:
+            module = self.problem_module(request["problem"])
+            key = (request["problem"]["hash"], request["init_seed"])
+            if key not in self.references:
+                init_inputs = make_init_inputs(module, request["init_seed"])
+                self.references.clear()  # one reference model at a time: they can be large
+                self.references[key] = instantiate(module.Model, init_inputs, request["init_seed"], self.device)
+            model = self.references[key]
+        except BaseException as exc:  # noqa: BLE001 - a broken problem is a reply
+            return error_reply("problem", exc)
+        trials = []
+        try:
+            for seed in request["seeds"]:
+                inputs = make_inputs(module, seed, self.device)
+                prints = fingerprint(inputs)
+                output = model(*inputs)
+                synchronize(self.device)
+                structure, leaves = flatten_outputs(output)
+                on_device = sum(x.nbytes for x in leaves if isinstance(x, self.torch.Tensor)) > request.get("max_transfer_bytes", 1 << 62)
+                trials.append(
+                    {
+                        "seed": seed,
+                        "structure": structure,
+                        "outputs": [None if on_device else x for x in leaves],
+                        "output_meta": [output_meta(x) for x in leaves],
+                        "on_device": on_device,
+                        "output_devices": [str(x.device) if isinstance(x, self.torch.Tensor) else "" for x in leaves],
+                        "input_fingerprints": prints,
+                        "input_bytes": sum(x.nbytes for x in inputs if isinstance(x, self.torch.Tensor)),
+                    }
+                )
+        except BaseException as exc:  # noqa: BLE001
+            return error_reply("reference", exc)
+        variant = None
+        for overrides in request.get("variations", []):
+            try:
+                varied = self.varied_module(request["problem"], overrides)
+                varied_model = instantiate(varied.Model, make_init_inputs(varied, request["init_seed"]), request["init_seed"], self.device)
+                inputs = make_inputs(varied, request["variant_seed"], self.device)
+                prints = fingerprint(inputs)
+                structure, leaves = flatten_outputs(varied_model(*inputs))
+                synchronize(self.device)
+            except BaseException:  # noqa: BLE001 - this rebinding does not suit the problem
+                continue
+            on_device = sum(x.nbytes for x in leaves if isinstance(x, self.torch.Tensor)) > request.get("max_transfer_bytes", 1 << 62)
+            variant = {
+                "overrides": overrides,
+                "trial": {
+                    "seed": request["variant_seed"],
+                    "structure": structure,
+                    "outputs": [None if on_device else x for x in leaves],
+                    "output_meta": [output_meta(x) for x in leaves],
+                    "on_device": on_device,
+                    "output_devices": [str(x.device) if isinstance(x, self.torch.Tensor) else "" for x in leaves],
+                    "input_fingerprints": prints,
+                    "input_bytes": sum(x.nbytes for x in inputs if isinstance(x, self.torch.Tensor)),
+                },
+            }
+            break
+        return {"ok": True, "trials": trials, "variant": variant, "seconds": time.perf_counter() - started}
+
+    def op_compare(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Compare a candidate's GPU outputs, shared through CUDA IPC, with the reference's.
+
+        For outputs too large to send to the parent. The reference is recomputed here for
+        the seed; the candidate's tensors are cloned out of its memory before comparing.
+        """
+        import json as _json
+
+        from kz_core.evaluate.correctness import compare_outputs
+        from kz_core.evaluate.execution import (
+            flatten_outputs,
+            instantiate,
+            make_init_inputs,
+            make_inputs,
+            open_shared_cuda_tensor,
+            synchronize,
+        )
+        from kz_core.model import Finding, Problem
+        from kz_core.serialization import to_json_dict
+
+        if self.role != "reference":
+            return {"ok": False, "stage": "protocol", "message": "only reference workers compare outputs"}
+        problem = request["problem"]
+        overrides = request.get("overrides") or {}
+        try:
+            key = (problem["hash"], request["init_seed"], _json.dumps(overrides, sort_keys=True))
+            if key not in self.compare_models:
+                module = self.varied_module(problem, overrides) if overrides else self.problem_module(problem)
+                self.compare_models.clear()  # one reference model at a time
+                self.compare_models[key] = (module, instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device))
+            module, model = self.compare_models[key]
+            _, expected = flatten_outputs(model(*make_inputs(module, request["seed"], self.device)))
+            synchronize(self.device)
+        except BaseException as exc:  # noqa: BLE001
+            return error_reply("reference", exc)
+        actual: list[Any] = []
+        findings: list[Finding] = []
+        for index, description in enumerate(request["shared"]):
+            if description is None:
+                actual.append(None)
+                continue
+            try:
+                actual.append(open_shared_cuda_tensor(description))
+            except Exception as exc:  # noqa: BLE001 - a forged or stale description
+                findings.append(Finding("output_type", f"{request['label']}, output {index}: could not be read from the candidate's process ({exc})"))
+                actual.append(None)
+        pairs = [(want, got) for want, got in zip(expected, actual) if got is not None]
+        compared, max_abs, max_rel = compare_outputs(
+            Problem(problem["name"], problem["code"]),
+            [w for w, _ in pairs],
+            [g for _, g in pairs],
+            pm=self.pm,
+            table=request["tolerance"],
+            atol=request["atol"],
+            rtol=request["rtol"],
+            label=request["label"],
+        )
+        del actual, expected, pairs
+        if self.device.startswith("cuda"):
+            self.torch.cuda.empty_cache()
+        return {"ok": True, "findings": [to_json_dict(f) for f in findings + compared], "max_abs_error": max_abs, "max_rel_error": max_rel}
+
+    def op_audit(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Reference outputs for an audit: two seeds, the first again, and with TF32 on."""
+        from kz_core.evaluate.execution import (
+            flatten_outputs,
+            global_flags,
+            instantiate,
+            make_init_inputs,
+            make_inputs,
+            restore_flags,
+            seed_everything,
+            set_tf32,
+            synchronize,
+        )
+
+        first, second = request["seeds"]
+        flags = global_flags()
+
+        def run(seed: int, tf32: bool | None = None, reseed: bool = False) -> dict[str, Any]:
+            module = self.problem_module(request["problem"])
+            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device)
+            inputs = make_inputs(module, seed, self.device)
+            if reseed:  # random ops in forward now draw other numbers than the first run's
+                seed_everything(seed ^ 0x5DEECE66D)
+            if tf32 is not None:
+                set_tf32(tf32)
+            try:
+                structure, leaves = flatten_outputs(model(*inputs))
+                synchronize(self.device)
+            finally:
+                restore_flags(flags)
+            return {"structure": structure, "outputs": [x if type(x) is self.torch.Tensor else None for x in leaves]}
+
+        try:
+            runs = {"first": run(first), "second": run(second), "again": run(first, reseed=True)}
+            if self.device.startswith("cuda"):
+                runs["tf32"] = run(first, tf32=True)
+        except BaseException as exc:  # noqa: BLE001 - a broken problem is a finding
+            return error_reply("reference", exc)
+        return {"ok": True, "runs": runs}
+
+    def op_baseline(self, request: dict[str, Any]) -> dict[str, Any]:
+        from kz_core.evaluate.execution import instantiate, make_init_inputs, make_inputs
+        from kz_core.evaluate.timing import TimingSettings, time_calls
+
+        try:
+            module = self.problem_module(request["problem"])
+            init_inputs = make_init_inputs(module, request["init_seed"])
+            model = instantiate(module.Model, init_inputs, request["init_seed"], self.device)
+            if request["mode"] == "compile":
+                model = self.torch.compile(model)
+            input_sets = [make_inputs(module, seed, self.device) for seed in request["seeds"]]
+            stats = time_calls(lambda i: model(*input_sets[i % len(input_sets)]), self.device, TimingSettings(**request["settings"]))
+        except BaseException as exc:  # noqa: BLE001
+            return error_reply("baseline", exc)
+        finally:
+            if request["mode"] == "compile":
+                self.torch._dynamo.reset()
+        return {"ok": True, "stats": stats}
+
+    # -- candidate role -----------------------------------------------------------------

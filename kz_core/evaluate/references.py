@@ -1,0 +1,253 @@
+"""The reference side of an evaluation: reference outputs, baselines, on-device comparison.
+
+All of it runs in *reference* workers, which never run candidate code. Reference outputs
+are computed once per problem for the evaluator's secret seeds and kept (least recently
+used first out) within a memory budget; baselines are timed once per problem, device and
+torch version and cached in the user's cache folder; outputs too large to move are
+compared on the GPU, where a reference worker copies them out of the candidate's memory.
+
+Lock order, everywhere: the GPU lock first, then a worker. A thread never waits for the
+GPU lock while it holds a reference worker.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+from loguru import logger
+
+from kz_core.evaluate.calls import call_worker, problem_payload
+from kz_core.evaluate.journal import BaselineCache, result_key
+from kz_core.evaluate.sandbox import WorkerPool
+from kz_core.evaluate.timing import TimingSettings
+from kz_core.evaluate.variants import size_variations
+from kz_core.model import Environment, Finding, Problem, RuntimeStats, Severity
+from kz_core.serialization import from_json_dict
+
+
+@attrs.frozen
+class Seeds:
+    """Secret seeds drawn when an evaluator starts: candidates cannot predict inputs."""
+
+    init: int
+    trials: tuple[int, ...]
+    timing: tuple[int, ...]
+    variant: int
+
+    @classmethod
+    def draw(cls, trials: int) -> Seeds:
+        return cls(
+            init=secrets.randbits(31),
+            trials=tuple(secrets.randbits(62) for _ in range(trials)),
+            timing=tuple(secrets.randbits(62) for _ in range(2)),
+            variant=secrets.randbits(62),
+        )
+
+
+@attrs.frozen
+class ReferenceRecord:
+    """Reference outputs per seed for one problem, or why the reference failed."""
+
+    trials: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+    error: str = ""
+    nbytes: int = 0
+    #: ``{"overrides": {...}, "seed": s}`` for the size-variation trial, when one suits.
+    variant: dict[str, Any] | None = None
+    #: Outputs too large to move: compared on the GPU by a reference worker.
+    on_device: bool = False
+
+
+class SharedExclusiveLock:
+    """Many shared holders or one exclusive holder; a waiting exclusive blocks new shared."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting_exclusive = 0
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._condition:
+            while self._exclusive or self._waiting_exclusive:
+                self._condition.wait()
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._shared -= 1
+                self._condition.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._condition:
+            self._waiting_exclusive += 1
+            while self._exclusive or self._shared:
+                self._condition.wait()
+            self._waiting_exclusive -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._exclusive = False
+                self._condition.notify_all()
+
+
+class ReferenceService:
+    """References, baselines and comparisons for one evaluator, through its reference pool."""
+
+    def __init__(
+        self,
+        config: Any,
+        device: str,
+        pool: WorkerPool,
+        gpu: SharedExclusiveLock,
+        seeds: Seeds,
+        timing: TimingSettings,
+        environment: Callable[[], Environment],
+    ):
+        self.config = config
+        self.device = device
+        self.pool = pool
+        self.gpu = gpu
+        self.seeds = seeds
+        self.timing = timing
+        self.environment = environment
+        self._records: collections.OrderedDict[str, ReferenceRecord] = collections.OrderedDict()
+        self._bytes = 0
+        self._locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
+        self._records_lock = threading.Lock()
+        self._baselines: dict[tuple[str, str], RuntimeStats | None] = {}
+        self._baseline_locks: dict[tuple[str, str], threading.Lock] = collections.defaultdict(threading.Lock)
+        self._baseline_cache: BaselineCache | None = None
+
+    def close(self) -> None:
+        self.pool.close()
+        if self._baseline_cache is not None:
+            self._baseline_cache.close()
+
+    # -- reference outputs --------------------------------------------------------------
+
+    def get(self, problem: Problem) -> ReferenceRecord:
+        """The problem's reference record, computed on first use."""
+        key = problem.content_hash
+        with self._locks[key]:
+            with self._records_lock:
+                if key in self._records:
+                    self._records.move_to_end(key)
+                    return self._records[key]
+            record = self._compute(problem)
+            with self._records_lock:
+                self._records[key] = record
+                self._bytes += record.nbytes
+                limit = self.config.reference_cache_mb << 20
+                while self._bytes > limit and len(self._records) > 1:
+                    _, evicted = self._records.popitem(last=False)
+                    self._bytes -= evicted.nbytes
+            return record
+
+    def _compute(self, problem: Problem) -> ReferenceRecord:
+        request = {
+            "op": "reference",
+            "problem": problem_payload(problem),
+            "init_seed": self.seeds.init,
+            "seeds": list(self.seeds.trials + self.seeds.timing),
+            "variations": size_variations(problem.code) if self.config.size_variation else [],
+            "variant_seed": self.seeds.variant,
+            "max_transfer_bytes": self.config.transfer_limit_mb << 20 if self.device != "cpu" else 1 << 62,
+        }
+        with self.gpu.shared(), self.pool.acquire() as worker:
+            reply, failure = call_worker(worker, request, self.config.run_timeout_s, "reference")
+        if failure is not None or reply is None:
+            return ReferenceRecord(error=(failure.message if failure else "no reply"))
+        trials = {trial["seed"]: trial for trial in reply["trials"]}
+        variant = None
+        if reply.get("variant"):
+            trials[self.seeds.variant] = reply["variant"]["trial"]
+            variant = {"overrides": reply["variant"]["overrides"], "seed": self.seeds.variant}
+        for trial in trials.values():
+            bad = [meta["type"] for meta in trial["output_meta"] if meta["type"] != "Tensor"]
+            if bad:
+                return ReferenceRecord(error=f"the reference returned non-tensor outputs ({', '.join(bad)})")
+        nbytes = sum(t.nbytes for trial in trials.values() for t in trial["outputs"] if t is not None)
+        on_device = any(trial["on_device"] for trial in trials.values())
+        return ReferenceRecord(trials=trials, nbytes=nbytes, variant=variant, on_device=on_device)
+
+    # -- comparison on the GPU ----------------------------------------------------------
+
+    def compare_on_device(self, problem: Problem, record: dict[str, Any], overrides: dict[str, int] | None, label: str) -> dict[str, Any]:
+        """Have a reference worker copy a candidate's shared GPU outputs and compare them
+        (the caller holds the GPU lock shared, and the candidate keeps the outputs alive)."""
+        request = {
+            "op": "compare",
+            "problem": problem_payload(problem),
+            "init_seed": self.seeds.init,
+            "seed": record["seed"],
+            "overrides": overrides,
+            "shared": record.get("shared", []),
+            "tolerance": self.config.tolerance,
+            "atol": self.config.atol,
+            "rtol": self.config.rtol,
+            "label": label,
+        }
+        with self.pool.acquire() as worker:
+            reply, failure = call_worker(worker, request, self.config.run_timeout_s, "comparison")
+        if failure is not None or reply is None:
+            message = failure.message if failure else "no reply"
+            finding = {"check": "reference_error", "message": f"the comparison failed: {message}", "severity": "error", "line": None}
+            return {"findings": [finding], "max_abs_error": 0.0, "max_rel_error": 0.0}
+        return reply
+
+    # -- baselines ----------------------------------------------------------------------
+
+    def _baseline_store(self) -> BaselineCache | None:
+        if not self.config.cache:
+            return None
+        if self._baseline_cache is None:
+            from kz_core.paths import cache_dir
+
+            self._baseline_cache = BaselineCache(cache_dir(create=True) / "baselines.sqlite")
+        return self._baseline_cache
+
+    def baseline(self, problem: Problem, mode: str, findings: list[Finding]) -> RuntimeStats | None:
+        """The timed ``mode`` baseline (``eager``, ``compile``); a failure adds a warning."""
+        key = (problem.content_hash, mode)
+        with self._baseline_locks[key]:
+            if key in self._baselines:
+                return self._baselines[key]
+            environment = self.environment()
+            timing = json.dumps(attrs.asdict(self.timing), sort_keys=True)
+            cache_key = result_key(problem.content_hash, mode, environment.device_name, environment.torch, timing)
+            store = self._baseline_store()
+            stats = store.get(cache_key) if store is not None else None
+            if stats is None:
+                request = {
+                    "op": "baseline",
+                    "problem": problem_payload(problem),
+                    "init_seed": self.seeds.init,
+                    "seeds": list(self.seeds.timing),
+                    "mode": mode,
+                    "settings": attrs.asdict(self.timing),
+                }
+                timeout = self.config.run_timeout_s + (self.config.compile_timeout_s if mode == "compile" else 0)
+                with self.gpu.exclusive(), self.pool.acquire() as worker:
+                    reply, failure = call_worker(worker, request, timeout, f"{mode} baseline")
+                if failure is not None or reply is None:
+                    reason = failure.message if failure else "no reply"
+                    findings.append(Finding("baseline", f"the {mode} baseline could not be timed: {reason}", Severity.WARNING))
+                    logger.warning("{}: {} baseline failed: {}", problem.name, mode, reason)
+                else:
+                    stats = from_json_dict(RuntimeStats, reply["stats"])
+                    if store is not None:
+                        store.put(cache_key, stats)
+            self._baselines[key] = stats
+            return stats
