@@ -236,6 +236,29 @@ class EvalResult:
 
 
 @attrs.frozen
+class CheckResult:
+    """What ``kz check`` found: static checks and compilation only, nothing run.
+
+    :ivar problem: the problem's name.
+    :ivar sample_id: the candidate's sample id.
+    :ivar backend: the candidate's backend.
+    :ivar status: ``compiled`` when it passed the static checks and compiled, else the
+        verdict that stopped it (``format_error``, ``rejected``, ``compile_error``, ...).
+    :ivar findings: the findings of the static checks and of compilation.
+    :ivar compile_s: seconds spent loading and compiling, when it got that far.
+    :ivar message: one line for people.
+    """
+
+    problem: str
+    sample_id: str
+    backend: str
+    status: str
+    findings: tuple[Finding, ...] = ()
+    compile_s: float | None = None
+    message: str = ""
+
+
+@attrs.frozen
 class BackendInfo:
     """A backend a plugin provides, as registered through ``register_backends``.
 

@@ -35,6 +35,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kz_core.commands.config_command",
     "kz_core.commands.problems_command",
     "kz_core.commands.eval_command",
+    "kz_core.commands.check_command",
 )
 
 

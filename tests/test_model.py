@@ -53,6 +53,10 @@ STRATEGIES = {
         candidate_hash=text,
         message=text,
     ),
+    model.CheckResult: st.builds(
+        model.CheckResult, problem=text, sample_id=text, backend=text, status=text,
+        findings=st.lists(findings, max_size=3).map(tuple), compile_s=maybe_float, message=text,
+    ),
     model.BackendInfo: st.builds(model.BackendInfo, name=text, language=text, description=text, runs_on_cpu=st.booleans()),
     model.ChatMessage: messages,
     model.Prompt: st.builds(model.Prompt, prompt_id=text, messages=st.lists(messages, max_size=3).map(tuple)),

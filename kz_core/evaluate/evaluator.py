@@ -50,7 +50,7 @@ from kz_core.evaluate.judge import (
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError
 from kz_core.evaluate.timing import TimingSettings
-from kz_core.model import Candidate, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
+from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.serialization import from_json_dict
 
 #: Settings that never change a verdict, left out of journal keys.
@@ -111,7 +111,10 @@ class Evaluator:
             raise EvaluatorError("eval.trials must be at least 1")
         self.problems = {p.name: p for p in problems}
         self.device = resolve_device(self.config.device)
+        from kz_core.plugins import backends
+
         self.pm = get_plugin_manager()
+        self.backends = backends()
         self.journal = journal
         self.seeds = Seeds.draw(self.config.trials)
         scratch_root = Path(self.config.scratch_dir or tempfile.gettempdir()) / f"kz-eval-{os.getpid()}-{secrets.token_hex(4)}"
@@ -257,7 +260,33 @@ class Evaluator:
             driver=identity.get("driver", ""),
         )
 
-    def _evaluate(self, candidate: Candidate) -> EvalResult:
+    def check(self, candidates: Sequence[Candidate], progress: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+        """Static checks and compilation only, for any backend and device: nothing runs.
+
+        ``kz check`` uses it to find format, static and compiler errors before any GPU time
+        is spent (NVRTC compiles CUDA on a CPU).
+        """
+        results: list[CheckResult | None] = [None] * len(candidates)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=self._candidate_pool.size + 1, thread_name_prefix="kz-check") as executor:
+            futures = {executor.submit(self._evaluate, candidate, True): i for i, candidate in enumerate(candidates)}
+            for future in concurrent.futures.as_completed(futures):
+                evaluated = future.result()
+                compiled = evaluated.verdict is Verdict.CORRECT
+                result = CheckResult(
+                    problem=evaluated.problem,
+                    sample_id=evaluated.sample_id,
+                    backend=evaluated.backend,
+                    status="compiled" if compiled else evaluated.verdict.value,
+                    findings=evaluated.findings,
+                    compile_s=evaluated.timings.compile_s,
+                    message="compiled; not run (kz check runs nothing)" if compiled else evaluated.message,
+                )
+                results[futures[future]] = result
+                if progress is not None:
+                    progress(result)
+        return results  # type: ignore[return-value]
+
+    def _evaluate(self, candidate: Candidate, compile_only: bool = False) -> EvalResult:
         started = time.perf_counter()
         problem = self.problems.get(candidate.problem)
         if problem is None:
@@ -268,13 +297,17 @@ class Evaluator:
         timings = StageTimings(static_s=time.perf_counter() - static_started)
         if any(f.severity is Severity.ERROR for f in findings):
             return self._finish(candidate, problem, findings, started, timings=timings)
-        reference = self.references.get(problem)
-        if reference.error:
-            findings.append(Finding("reference_error", f"the problem's reference failed, so nothing can be checked: {reference.error}"))
-            return self._finish(candidate, problem, findings, started, timings=timings)
+        info = self.backends.get(candidate.backend)
+        runs_here = self.device != "cpu" or info is None or info.runs_on_cpu
+        reference = ReferenceRecord()
+        if runs_here and not compile_only:
+            reference = self.references.get(problem)
+            if reference.error:
+                findings.append(Finding("reference_error", f"the problem's reference failed, so nothing can be checked: {reference.error}"))
+                return self._finish(candidate, problem, findings, started, timings=timings)
         try:
             with self._candidate_pool.acquire() as worker:
-                return self._run_candidate(worker, candidate, problem, reference, findings, timings, started)
+                return self._run_candidate(worker, candidate, problem, reference, findings, timings, started, compile_only)
         except WorkerStartError as exc:
             raise EvaluatorError(str(exc)) from exc
 
@@ -287,6 +320,7 @@ class Evaluator:
         findings: list[Finding],
         timings: StageTimings,
         started: float,
+        compile_only: bool = False,
     ) -> EvalResult:
         environment = self._environment()
         request = {
@@ -313,6 +347,14 @@ class Evaluator:
             findings.append(Finding("thread_or_stream", "loading the candidate started threads"))
         if reply.get("streams_created", 0) > 0:
             findings.append(Finding("thread_or_stream", "loading the candidate created CUDA streams; kernels must run on the caller's stream"))
+        info = self.backends.get(candidate.backend)
+        cannot_run = self.device == "cpu" and info is not None and not info.runs_on_cpu
+        if compile_only or cannot_run:  # nothing runs: no reference was computed either
+            if cannot_run and not compile_only:
+                notes = "; ".join(reply.get("notes", [])) or "compiled"
+                findings.append(Finding("not_run", f"{notes}; not run: backend {candidate.backend!r} needs a GPU (use --device cuda)"))
+            call_worker(worker, {"op": "unload"}, 60, "unload")
+            return self._finish(candidate, problem, findings, started, timings=timings, environment=environment)
 
         trials_started = time.perf_counter()
         with self._gpu.shared():

@@ -42,6 +42,7 @@ STAGE_CHECKS: tuple[tuple[str, Verdict], ...] = (
     ("runtime_error", Verdict.RUNTIME_ERROR),
     ("worker_died", Verdict.RUNTIME_ERROR),
     ("reference_error", Verdict.RUNTIME_ERROR),
+    ("not_run", Verdict.RUNTIME_ERROR),
 )
 TENSOR_TYPE = "torch.Tensor"
 

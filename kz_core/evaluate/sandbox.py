@@ -32,6 +32,7 @@ import attrs
 from loguru import logger
 
 from kz_core.evaluate import wire
+from kz_core.paths import cache_dir
 
 #: Variables a worker may inherit; everything else (tokens, keys, cloud credentials) is
 #: dropped before model-written code can read it.
@@ -128,6 +129,8 @@ class WorkerProcess:
         env["HOME"] = str(self.scratch)
         env["TMPDIR"] = str(self.scratch)
         env.setdefault("OMP_NUM_THREADS", str(settings.threads))
+        # HOME is the scratch folder; compile caches (NVRTC cubins) stay in the user's cache.
+        env.setdefault("KZ_CACHE_DIR", str(cache_dir()))
         env.setdefault("TRITON_CACHE_DIR", str(self.scratch / "triton-cache"))
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"

@@ -15,12 +15,15 @@ from kz_core.problems import load_problems
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CANDIDATES = REPO / "examples" / "candidates"
 CHEATS = REPO / "tests" / "cheats"
-HEADER = re.compile(r"^# (problem|expect|check|gpu_only|hack): (.*?)\s*(?:\(.*)?$", re.MULTILINE)
+HEADER = re.compile(r"^# (problem|expect|check|gpu_only|backend|hack): (.*?)\s*(?:\(.*)?$", re.MULTILINE)
 
 
 def cheat_header(path: Path) -> dict[str, str]:
-    """The machine-readable header of a cheating candidate."""
-    return {key: value.strip() for key, value in HEADER.findall(path.read_text())}
+    """The machine-readable header of a cheating candidate (backend: its folder's name
+    unless the header names one)."""
+    header = {key: value.strip() for key, value in HEADER.findall(path.read_text())}
+    header.setdefault("backend", path.parent.name)
+    return header
 
 
 def wrong_output_family(check: str) -> set[str]:
@@ -30,8 +33,18 @@ def wrong_output_family(check: str) -> set[str]:
     return {"mismatch", "non_finite"} if check == "mismatch" else {check}
 
 
-def cheat_paths(backend: str = "triton") -> list[Path]:
-    return sorted((CHEATS / backend).glob("*.py"))
+def cheat_paths() -> list[Path]:
+    """Every cheating candidate, of every backend (``tests/cheats/<backend>/*.py``)."""
+    return sorted(CHEATS.glob("*/*.py"))
+
+
+def cheat_id(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+def cheat_candidate(path: Path) -> Candidate:
+    header = cheat_header(path)
+    return Candidate(problem=header["problem"], backend=header["backend"], code=path.read_text(), sample_id=cheat_id(path))
 
 
 def example_candidates(backend: str = "triton") -> list[Candidate]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from kz_core.model import Candidate, Severity, Verdict
+from kz_core.model import Severity, Verdict
 
-from .conftest import cheat_header, cheat_paths, example_candidates, wrong_output_family
+from .conftest import cheat_candidate, cheat_header, cheat_id, cheat_paths, example_candidates, wrong_output_family
 
 CPU_CHEATS = [
     pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="caught only by fuzzing at other sizes (kz fuzz, a later issue)"))
@@ -26,8 +26,7 @@ GPU_CHEATS = [p for p in cheat_paths() if cheat_header(p)["gpu_only"] == "true"]
 @pytest.fixture(scope="module")
 def cheat_results(cpu_evaluator):
     paths = [p for p in cheat_paths() if cheat_header(p)["gpu_only"] != "true"]
-    candidates = [Candidate(problem=cheat_header(p)["problem"], backend="triton", code=p.read_text(), sample_id=p.stem) for p in paths]
-    return {r.sample_id: r for r in cpu_evaluator.evaluate(candidates)}
+    return {r.sample_id: r for r in cpu_evaluator.evaluate([cheat_candidate(p) for p in paths])}
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +38,10 @@ def test_the_suite_covers_many_hacks():
     assert len(cheat_paths()) >= 25
 
 
-@pytest.mark.parametrize("path", CPU_CHEATS, ids=lambda p: getattr(p, "stem", None))
+@pytest.mark.parametrize("path", CPU_CHEATS, ids=lambda p: cheat_id(p) if hasattr(p, "stem") else None)
 def test_cheat_is_caught(path, cheat_results):
     header = cheat_header(path)
-    result = cheat_results[path.stem]
+    result = cheat_results[cheat_id(path)]
     assert result.verdict is not Verdict.CORRECT, f"{path.stem} fooled the evaluator"
     errors = [f.check for f in result.findings if f.severity is Severity.ERROR]
     assert result.verdict.value == header["expect"], result.message
@@ -60,10 +59,10 @@ def test_every_honest_example_candidate_is_correct(example_results):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", GPU_CHEATS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", GPU_CHEATS, ids=cheat_id)
 def test_gpu_cheat_is_caught(path, gpu_evaluator):
     header = cheat_header(path)
-    result = gpu_evaluator.evaluate([Candidate(problem=header["problem"], backend="triton", code=path.read_text(), sample_id=path.stem)])[0]
+    result = gpu_evaluator.evaluate([cheat_candidate(path)])[0]
     assert result.verdict is not Verdict.CORRECT
     assert result.verdict.value == header["expect"], result.message
     assert wrong_output_family(header["check"]) & {f.check for f in result.findings if f.severity is Severity.ERROR}

@@ -11,17 +11,18 @@ import pytest
 
 from kz_core.model import Candidate, Severity, Verdict
 
-from .conftest import cheat_header, cheat_paths, example_candidates, wrong_output_family
+from .conftest import cheat_candidate, cheat_header, cheat_id, cheat_paths, example_candidates, wrong_output_family
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def gpu_examples(gpu_evaluator):
-    return gpu_evaluator.evaluate(example_candidates())
+    return gpu_evaluator.evaluate(example_candidates("triton") + example_candidates("cuda"))
 
 
 def test_gpu_examples_are_correct_timed_and_compared_with_baselines(gpu_examples):
+    assert {r.backend for r in gpu_examples} == {"triton", "cuda"}
     for result in gpu_examples:
         assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
         assert result.runtime is not None and result.runtime.clock == "cuda_events"
@@ -31,17 +32,17 @@ def test_gpu_examples_are_correct_timed_and_compared_with_baselines(gpu_examples
         assert result.environment.device_name and result.environment.device.startswith("cuda")
 
 
-@pytest.mark.parametrize("path", cheat_paths(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", cheat_paths(), ids=cheat_id)
 def test_gpu_every_cheat_is_caught(path, gpu_evaluator):
     header = cheat_header(path)
-    result = gpu_evaluator.evaluate([Candidate(header["problem"], "triton", path.read_text(), path.stem)])[0]
+    result = gpu_evaluator.evaluate([cheat_candidate(path)])[0]
     assert result.verdict is not Verdict.CORRECT, f"{path.stem} fooled the GPU evaluator"
     errors = [f.check for f in result.findings if f.severity is Severity.ERROR]
     assert wrong_output_family(header["check"]) & set(errors), f"expected {header['check']}, got {errors}: {result.message}"
 
 
 def test_gpu_unwritten_output_memory_reads_as_poison(gpu_evaluator):
-    path = next(p for p in cheat_paths() if p.stem == "uninit_tail")
+    path = next(p for p in cheat_paths() if cheat_id(p) == "triton/uninit_tail")
     result = gpu_evaluator.evaluate([Candidate("1_vector_add", "triton", path.read_text(), "uninit")])[0]
     assert result.verdict is Verdict.INCORRECT
     assert "non_finite" in [f.check for f in result.findings], result.message
@@ -68,9 +69,9 @@ def test_gpu_outputs_compared_on_the_device(ipc_evaluator):
     for result in results:
         assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
         assert result.max_abs_error is not None and result.max_abs_error < 1e-3
-    cheats = {p.stem: p for p in cheat_paths()}
+    cheats = {cheat_id(p): p for p in cheat_paths()}
     for name in ("constant_output", "uninit_tail", "output_cache", "hardcoded_size", "subsample_rows", "fp16_matmul"):
-        header = cheat_header(cheats[name])
-        result = ipc_evaluator.evaluate([Candidate(header["problem"], "triton", cheats[name].read_text(), name)])[0]
+        header = cheat_header(cheats[f"triton/{name}"])
+        result = ipc_evaluator.evaluate([cheat_candidate(cheats[f"triton/{name}"])])[0]
         assert result.verdict is not Verdict.CORRECT, name
         assert wrong_output_family(header["check"]) & {f.check for f in result.findings if f.severity is Severity.ERROR}, (name, result.message)
