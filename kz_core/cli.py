@@ -22,7 +22,7 @@ from kz_core.logs import console_level, setup_logging
 
 #: Results go to standard output; messages and progress to standard error.
 stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True)
+stderr = Console(stderr=True, soft_wrap=True)
 
 
 class KzUsageError(click.ClickException):

@@ -134,6 +134,9 @@ class EvalConfig:
     # Add one trial at other sizes (the problem's module-level size constants rebound), so
     # that kernels hard-coding the default sizes fail.
     size_variation: bool = True
+    # Fuzz examples per candidate after its correctness trials (kz_core/fuzz.py: other
+    # sizes, value distributions and layouts); a failure makes it incorrect. 0: no fuzzing.
+    fuzz: int = 0
     # Compute-heavy torch ops in ModelNew.forward (found with the torch profiler):
     # `strict` rejects the candidate, `warn` records a warning.
     guards: str = "strict"

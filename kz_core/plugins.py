@@ -36,6 +36,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kz_core.commands.problems_command",
     "kz_core.commands.eval_command",
     "kz_core.commands.check_command",
+    "kz_core.commands.fuzz_command",
 )
 
 

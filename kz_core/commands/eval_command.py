@@ -62,9 +62,10 @@ def register_commands(cli):
     @click.option("--device", "-d", default=None, help="cpu, cuda or cuda:N (eval.device).")
     @click.option("--workers", "-w", type=int, default=None, help="Candidate workers per device (eval.workers).")
     @click.option("--no-cache", is_flag=True, help="Evaluate again even where the journal has a result.")
+    @click.option("--fuzz", "fuzz_examples", type=int, default=None, help="Fuzz examples per correct candidate (eval.fuzz); a failure makes it incorrect.")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on standard output.")
     @config_options
-    def eval_command(config, problems_source, candidates_path, out_path, backend, device, workers, no_cache, as_json) -> None:
+    def eval_command(config, problems_source, candidates_path, out_path, backend, device, workers, no_cache, fuzz_examples, as_json) -> None:
         """Evaluate candidates: sandboxed correctness trials, guards, and timing on a GPU."""
         from omegaconf import OmegaConf
 
@@ -82,6 +83,7 @@ def register_commands(cli):
             "eval.device": device,
             "eval.workers": workers,
             "eval.cache": False if no_cache else None,
+            "eval.fuzz": fuzz_examples,
             "problems.source": problems_source,
             "run.name": config.run.name or f"eval-{Path(candidates_path).stem}",
         }

@@ -114,6 +114,29 @@ class CandidateOps:
             return error_reply("compile" if isinstance(exc, KernelCompileError) else "run", exc)
         return {"ok": True, "trials": trials, "compute_ops": compute_ops, "kernel_streams": streams, "seconds": time.perf_counter() - started}
 
+    def op_fuzz_trials(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The loaded candidate on fuzz examples: each with its sizes, values and layout,
+        a fresh ModelNew when the sizes change, and every runtime check of a trial."""
+        from kz_core.evaluate.execution import fuzz_inputs, instantiate, make_init_inputs
+
+        if not self.candidate or "model" not in self.candidate:
+            return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
+        trials = []
+        try:
+            for example in request["examples"]:
+                if example["overrides"]:
+                    module = self.varied_module(request["problem"], example["overrides"])
+                    model = instantiate(
+                        self.candidate["compiled"].model_class, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device
+                    )
+                else:
+                    module, model = self.candidate["problem_module"], self.candidate["model"]
+                record, _ = self._trial(model, fuzz_inputs(module, example, self.device), request)
+                trials.append({"seed": example["seed"], **record})
+        except BaseException as exc:  # noqa: BLE001 - the candidate raised on this example
+            return error_reply("run", exc)
+        return {"ok": True, "trials": trials, "compute_ops": [], "kernel_streams": []}
+
     def _trial(self, model: Any, inputs: list[Any], request: dict[str, Any], profile: bool = False) -> tuple[dict[str, Any], Any]:
         record, seen, leaves = self._call_checked(model, inputs, request, profile)
         if request.get("share"):

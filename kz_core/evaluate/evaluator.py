@@ -383,6 +383,8 @@ class Evaluator:
         fields: dict[str, Any] = dict(
             timings=timings, environment=environment, max_abs_error=max_abs, max_rel_error=max_rel, launches=launches
         )
+        if decide_verdict(findings) is Verdict.CORRECT and self.config.fuzz > 0:
+            findings += self._fuzz(worker, problem, candidate)
         if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
             fields.update(self._time(worker, problem, reference, findings))
             fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None))
@@ -423,6 +425,18 @@ class Evaluator:
                 merged["trials"].append(trial)
             call_worker(worker, {"op": "release"}, 60, "release")
         return merged, None
+
+    def _fuzz(self, worker: WorkerProcess, problem: Problem, candidate: Candidate) -> list[Finding]:
+        """``eval.fuzz`` examples on the loaded candidate; a failure is a ``fuzz`` finding."""
+        from kz_core.fuzz import FuzzSession
+
+        with FuzzSession(problem, candidate, evaluator=self, worker=worker) as session:
+            report = session.run(self.config.fuzz)
+        if report.failure:
+            return [Finding("fuzz", f"failed a fuzz example after {report.examples} examples, shrunk to the smallest: {report.failure}")]
+        if report.error:
+            return [Finding("fuzz_skipped", f"fuzzing could not run: {report.error}", Severity.WARNING)]
+        return [Finding("fuzz", f"passed {report.examples} fuzz examples ({report.discarded} discarded)", Severity.INFO)]
 
     def _retire(self, worker: WorkerProcess, result: EvalResult) -> EvalResult:
         """Replace a worker that ran a failing or cheating candidate (its process may be dirty)."""

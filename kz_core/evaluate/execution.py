@@ -405,3 +405,66 @@ def set_cpu_budget(seconds: int) -> None:
     total = int(used.ru_utime + used.ru_stime) + seconds
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
     resource.setrlimit(resource.RLIMIT_CPU, (total if hard == resource.RLIM_INFINITY else min(total, hard), hard))
+
+
+#: Value distributions the fuzzer draws inputs from (see :func:`fuzz_inputs`).
+DISTRIBUTIONS = ("default", "uniform", "heavy_tailed", "large", "small", "zeros", "sparse_zeros")
+#: Memory layouts of the inputs: the same values, other strides.
+LAYOUTS = ("contiguous", "transposed", "sliced")
+
+
+def _redistribute(value: torch.Tensor, distribution: str, generator: torch.Generator) -> torch.Tensor:
+    """The same shape with values from ``distribution``; inputs that were all non-negative
+    stay non-negative (a problem may need them so: logarithms, probabilities)."""
+    if distribution == "default":
+        return value
+    shape, device, dtype = value.shape, value.device, value.dtype
+    non_negative = bool((value >= 0).all()) if value.numel() else False
+    if distribution == "uniform":
+        fresh = torch.rand(shape, generator=generator) * 2 - 1
+    elif distribution == "heavy_tailed":  # Cauchy, clipped so that float16 can hold it
+        fresh = torch.tan(torch.pi * (torch.rand(shape, generator=generator) - 0.5)).clamp(-6e4, 6e4)
+    elif distribution == "large":
+        fresh = value.detach().to("cpu", torch.float64) * 1e3
+    elif distribution == "small":
+        fresh = value.detach().to("cpu", torch.float64) * 1e-3
+    elif distribution == "zeros":
+        fresh = torch.zeros(shape)
+    elif distribution == "sparse_zeros":
+        fresh = value.detach().to("cpu", torch.float64) * (torch.rand(shape, generator=generator) < 0.5)
+    else:
+        raise ValueError(f"unknown distribution {distribution!r}: use one of {', '.join(DISTRIBUTIONS)}")
+    if non_negative:
+        fresh = fresh.abs()
+    return fresh.to(device=device, dtype=dtype)
+
+
+def _relayout(value: torch.Tensor, layout: str) -> torch.Tensor:
+    """The same values and shape in a non-contiguous layout."""
+    if layout == "contiguous" or value.dim() == 0 or value.numel() == 0:
+        return value
+    if layout == "transposed" and value.dim() >= 2:
+        return value.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if layout in ("transposed", "sliced"):
+        wide = torch.empty(*value.shape[:-1], value.shape[-1] * 2, dtype=value.dtype, device=value.device)
+        view = wide[..., ::2]
+        view.copy_(value)
+        return view
+    raise ValueError(f"unknown layout {layout!r}: use one of {', '.join(LAYOUTS)}")
+
+
+def fuzz_inputs(problem_module: types.ModuleType, example: dict[str, Any], device: str) -> list[Any]:
+    """Inputs for one fuzz example: ``get_inputs()`` under the example's seed, then its
+    value distribution, dtype and layout applied to every floating-point tensor. The same
+    example gives the same inputs in any process."""
+    inputs = make_inputs(problem_module, example["seed"], device)
+    generator = torch.Generator().manual_seed(example["seed"] % (2**63))
+    result = []
+    for value in inputs:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            value = _redistribute(value, example["distribution"], generator)
+            if example.get("dtype"):
+                value = value.to(getattr(torch, example["dtype"]))
+            value = _relayout(value, example["layout"])
+        result.append(value)
+    return result

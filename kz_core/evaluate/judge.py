@@ -31,7 +31,7 @@ from kz_core.model import Finding, Problem, Severity, Verdict
 from kz_core.serialization import from_json_dict
 
 #: Error findings that mean wrong outputs (verdict ``incorrect``).
-INCORRECT_CHECKS = frozenset({"mismatch", "shape", "dtype", "non_finite", "output_structure", "output_device", "size_variation"})
+INCORRECT_CHECKS = frozenset({"mismatch", "shape", "dtype", "non_finite", "output_structure", "output_device", "size_variation", "fuzz"})
 #: Output findings that, in the size-variation trial, become ``size_variation``.
 _VARIATION_RENAMED = frozenset({"mismatch", "shape", "dtype", "non_finite", "output_structure"})
 #: Error findings that name a failed stage, in the order they decide the verdict.

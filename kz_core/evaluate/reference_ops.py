@@ -150,6 +150,35 @@ class ReferenceOps:
             self.torch.cuda.empty_cache()
         return {"ok": True, "findings": [to_json_dict(f) for f in findings + compared], "max_abs_error": max_abs, "max_rel_error": max_rel}
 
+    def op_fuzz_reference(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The reference's outputs for one fuzz example (an error: the example does not
+        suit the problem, and the fuzzer discards it)."""
+        from kz_core.evaluate.execution import fingerprint, flatten_outputs, fuzz_inputs, instantiate, make_init_inputs, synchronize
+
+        example = request["example"]
+        try:
+            module = self.varied_module(request["problem"], example["overrides"]) if example["overrides"] else self.problem_module(request["problem"])
+            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device)
+            inputs = fuzz_inputs(module, example, self.device)
+            prints = fingerprint(inputs)
+            structure, leaves = flatten_outputs(model(*inputs))
+            synchronize(self.device)
+        except BaseException as exc:  # noqa: BLE001 - this example does not suit the problem
+            return error_reply("reference", exc)
+        return {
+            "ok": True,
+            "trial": {
+                "seed": example["seed"],
+                "structure": structure,
+                "outputs": leaves,
+                "output_meta": [output_meta(x) for x in leaves],
+                "output_devices": [str(x.device) if isinstance(x, self.torch.Tensor) else "" for x in leaves],
+                "input_fingerprints": prints,
+                "input_bytes": sum(x.nbytes for x in inputs if isinstance(x, self.torch.Tensor)),
+                "on_device": False,
+            },
+        }
+
     def op_audit(self, request: dict[str, Any]) -> dict[str, Any]:
         """Reference outputs for an audit: two seeds, the first again, and with TF32 on."""
         from kz_core.evaluate.execution import (

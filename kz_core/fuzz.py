@@ -1,0 +1,291 @@
+"""Property-based fuzzing of a candidate against its problem's reference, with hypothesis.
+
+KernelBench checks five seeds at one fixed shape; a kernel that hard-codes its size, drops
+its bounds mask or mishandles a non-contiguous input passes. Here hypothesis draws
+examples from strategies derived from the problem:
+
+- sizes: the module-level integer constants that ``get_inputs``/``get_init_inputs`` read
+  (``batch_size``, ``dim``, ...) rebound together, to boundary sizes (1, 2, 3, 2^k +- 1),
+  odd and prime sizes, and anything up to twice the default, within a memory budget;
+- values: the default distribution, uniform, heavy-tailed, large and small magnitudes,
+  all zeros, sparse zeros (inputs that were non-negative stay non-negative);
+- layouts: contiguous, transposed and sliced (non-contiguous) inputs;
+- dtypes (only when asked: ``dtypes=True``, ``kz fuzz --dtypes``): float64, float16 and
+  bfloat16 inputs where the reference accepts them. Off by default: a kernel written for
+  a problem's float32 inputs is not wrong for failing on float16 ones.
+
+Examples the reference rejects (it raises, or its output turns non-finite) are discarded.
+Each example runs through the sandboxed evaluator: the reference in a reference worker,
+the candidate in a candidate worker that loads it once for the whole run, the judgement
+here. Hypothesis shrinks a failure to the smallest example and reports it with the first
+mismatching index and both values.
+
+For your own tests::
+
+    from hypothesis import given, settings
+    from kz_core.fuzz import FuzzSession, examples
+
+    session = FuzzSession(problem, candidate)        # starts sandboxed workers once
+
+    @settings(max_examples=50, deadline=None)
+    @given(examples(problem))
+    def test_my_kernel(example):
+        session.check(example)                       # AssertionError with the details
+
+This module decides nothing about the verdict of ``kz eval`` except through the ``fuzz``
+finding that ``kz eval --fuzz N`` adds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import hypothesis
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+from kz_core.evaluate.calls import call_worker, problem_payload
+from kz_core.evaluate.execution import DISTRIBUTIONS, LAYOUTS
+from kz_core.evaluate.judge import judge_trials
+from kz_core.evaluate.variants import size_constants
+from kz_core.model import Candidate, Finding, Problem, Severity
+
+#: Input dtypes tried besides the problem's own (None), when dtypes are fuzzed. Triton's
+#: CPU interpreter mishandles bfloat16, so on a CPU it is left out.
+DTYPES = (None, "float64", "float16", "bfloat16")
+CPU_DTYPES = (None, "float64", "float16")
+#: Largest allowed growth of the inputs' total size over the default sizes.
+MEMORY_FACTOR = 4.0
+
+
+@attrs.frozen
+class FuzzExample:
+    """One drawn example: size rebindings, value distribution, layout, dtype, seed."""
+
+    overrides: dict[str, int] = attrs.field(factory=dict)
+    distribution: str = "default"
+    layout: str = "contiguous"
+    dtype: str | None = None
+    seed: int = 0
+
+    def describe(self) -> str:
+        sizes = ", ".join(f"{k}={v}" for k, v in self.overrides.items()) or "default sizes"
+        return f"{sizes}; values {self.distribution}; layout {self.layout}; dtype {self.dtype or 'as generated'}; seed {self.seed}"
+
+
+def _special_sizes(default: int) -> list[int]:
+    """Sizes that break kernels: tiny, powers of two +- 1, odd and prime, around the default."""
+    specials = [1, 2, 3, 5, 7, 31, 33, 127, 129, 257, 1023, 1025, default - 1, default + 1]
+    prime = default + 1
+    while any(prime % d == 0 for d in range(2, int(math.isqrt(prime)) + 1)):
+        prime += 1
+    specials.append(prime)
+    return sorted({s for s in specials if 1 <= s <= 2 * default})
+
+
+def sizes(problem: Problem) -> st.SearchStrategy[dict[str, int]]:
+    """Rebindings of the problem's size constants (shrinking towards small sizes)."""
+    constants = size_constants(problem.code)
+    if not constants:
+        return st.just({})
+    per_name = {
+        name: st.one_of(st.sampled_from(_special_sizes(value)), st.integers(1, 2 * value)) for name, value in constants.items()
+    }
+
+    def within_budget(drawn: dict[str, int]) -> bool:
+        growth = math.prod(drawn[name] / value for name, value in constants.items())
+        return growth <= MEMORY_FACTOR
+
+    return st.fixed_dictionaries(per_name).filter(within_budget)
+
+
+def examples(problem: Problem, *, dtypes: bool = False, device: str = "cuda") -> st.SearchStrategy[FuzzExample]:
+    """Fuzz examples for ``problem`` (see the module docstring)."""
+    choices = (CPU_DTYPES if device == "cpu" else DTYPES) if dtypes else (None,)
+    return st.builds(
+        FuzzExample,
+        overrides=sizes(problem),
+        distribution=st.sampled_from(DISTRIBUTIONS),
+        layout=st.sampled_from(LAYOUTS),
+        dtype=st.sampled_from(choices),
+        seed=st.integers(0, 2**31 - 1),
+    )
+
+
+class FuzzFailure(AssertionError):
+    """A candidate failed a fuzz example; ``findings`` say how, ``example`` on what."""
+
+    def __init__(self, example: FuzzExample, findings: list[Finding]):
+        self.example = example
+        self.findings = findings
+        errors = [f for f in findings if f.severity is Severity.ERROR]
+        detail = "; ".join(f"{f.check}: {f.message}" for f in errors[:3])
+        super().__init__(f"at {example.describe()}: {detail}")
+
+
+@attrs.frozen
+class FuzzReport:
+    """The outcome of fuzzing one candidate.
+
+    :ivar examples: examples run against the candidate.
+    :ivar discarded: examples the reference did not accept.
+    :ivar failure: the smallest failing example and why, or empty when it held.
+    :ivar example: that example (None when nothing failed).
+    :ivar error: why fuzzing could not start (the candidate does not load), or empty.
+    """
+
+    problem: str
+    sample_id: str
+    backend: str
+    examples: int = 0
+    discarded: int = 0
+    failure: str = ""
+    example: FuzzExample | None = None
+    seconds: float = 0.0
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.failure and not self.error
+
+
+class FuzzSession:
+    """A candidate loaded once in a sandboxed worker and checked on any number of examples.
+
+    :param problem: the problem.
+    :param candidate: the candidate for it.
+    :param config: the ``eval`` config section (defaults when None).
+    :param evaluator: an evaluator whose workers to use (a private one when None).
+    :param worker: a candidate worker that already holds this candidate (``kz eval --fuzz``).
+    """
+
+    def __init__(self, problem: Problem, candidate: Candidate, config: Any = None, *, evaluator: Any = None, worker: Any = None):
+        from kz_core.evaluate import Evaluator
+
+        self.problem = problem
+        self.candidate = candidate
+        self._own_evaluator = evaluator is None
+        self.evaluator = evaluator if evaluator is not None else Evaluator([problem], config)
+        self._worker = worker
+        self._lease: Any = None
+        self.examples_run = 0
+        self.discarded = 0
+
+    def __enter__(self) -> FuzzSession:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._release()
+        if self._own_evaluator:
+            self.evaluator.close()
+
+    def _release(self) -> None:
+        if self._lease is not None:
+            self._lease.__exit__(None, None, None)
+            self._lease = None
+            self._worker = None
+
+    def _loaded_worker(self) -> Any:
+        """A candidate worker holding this candidate (loaded again if its worker died)."""
+        if self._worker is not None and not self._worker.retired:
+            return self._worker
+        self._release()
+        self._lease = self.evaluator._candidate_pool.acquire()
+        worker = self._lease.__enter__()
+        request = {"op": "load", "candidate": attrs.asdict(self.candidate), "problem": problem_payload(self.problem), "init_seed": self.evaluator.seeds.init}
+        reply, failure = call_worker(worker, request, self.evaluator.config.compile_timeout_s, "compile")
+        if failure is not None or reply is None or reply.get("failure"):
+            message = failure.message if failure is not None else (reply or {}).get("failure", {}).get("message", "no reply")
+            self._release()
+            raise RuntimeError(f"the candidate does not load, so it cannot be fuzzed: {message}")
+        self._worker = worker
+        return worker
+
+    def check(self, example: FuzzExample) -> None:
+        """Run one example. Raises :class:`FuzzFailure` when the candidate fails it; calls
+        ``hypothesis.reject()`` when the reference does not accept the example."""
+        config = self.evaluator.config
+        request = {"problem": problem_payload(self.problem), "init_seed": self.evaluator.seeds.init}
+        with self.evaluator.references.pool.acquire() as reference_worker:
+            reply, failure = call_worker(reference_worker, {**request, "op": "fuzz_reference", "example": attrs.asdict(example)}, config.run_timeout_s, "reference")
+        if failure is not None or reply is None or not _finite_enough(reply["trial"]):
+            self.discarded += 1
+            hypothesis.reject()
+        reference = {example.seed: reply["trial"]}
+        worker = self._loaded_worker()
+        self.examples_run += 1
+        trials, failure = call_worker(worker, {**request, "op": "fuzz_trials", "examples": [attrs.asdict(example)]}, config.run_timeout_s, "fuzz example")
+        if failure is not None or trials is None:
+            raise FuzzFailure(example, [failure] if failure is not None else [Finding("runtime_error", "no reply")])
+        findings, _, _, _ = judge_trials(
+            self.problem, reference, trials, pm=self.evaluator.pm, tolerance_table=config.tolerance, atol=config.atol, rtol=config.rtol, guards=config.guards
+        )
+        if any(f.severity is Severity.ERROR for f in findings):
+            raise FuzzFailure(example, findings)
+
+    def run(self, max_examples: int = 100, seed: int | None = None, dtypes: bool = False) -> FuzzReport:
+        """Fuzz with up to ``max_examples`` examples; a failure is shrunk to the smallest."""
+        started = time.perf_counter()
+        failures: list[FuzzFailure] = []
+
+        @settings(
+            max_examples=max_examples,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+            print_blob=False,
+            report_multiple_bugs=False,
+        )
+        @hypothesis.given(examples(self.problem, dtypes=dtypes, device=self.evaluator.device))
+        def property_holds(example: FuzzExample) -> None:
+            try:
+                self.check(example)
+            except FuzzFailure as failure:
+                failures.append(failure)
+                raise
+
+        if seed is not None:
+            property_holds = hypothesis.seed(seed)(property_holds)
+        report = dict(problem=self.problem.name, sample_id=self.candidate.sample_id, backend=self.candidate.backend)
+        try:
+            property_holds()
+        except FuzzFailure:
+            smallest = failures[-1]  # hypothesis replays the shrunk example last
+            return FuzzReport(**report, examples=self.examples_run, discarded=self.discarded, failure=str(smallest), example=smallest.example, seconds=time.perf_counter() - started)
+        except hypothesis.errors.Unsatisfiable:
+            return FuzzReport(**report, examples=self.examples_run, discarded=self.discarded, error="the reference accepted none of the drawn examples", seconds=time.perf_counter() - started)
+        except RuntimeError as exc:
+            return FuzzReport(**report, examples=self.examples_run, discarded=self.discarded, error=str(exc), seconds=time.perf_counter() - started)
+        return FuzzReport(**report, examples=self.examples_run, discarded=self.discarded, seconds=time.perf_counter() - started)
+
+
+def _finite_enough(trial: dict[str, Any]) -> bool:
+    """Whether the reference's outputs are all finite (examples that overflow the
+    reference say nothing about the candidate)."""
+    import torch
+
+    return all(t is None or not t.is_floating_point() or bool(torch.isfinite(t).all()) for t in trial["outputs"])
+
+
+def fuzz_candidate(
+    problem: Problem, candidate: Candidate, *, max_examples: int = 100, seed: int | None = None, dtypes: bool = False, config: Any = None
+) -> FuzzReport:
+    """Fuzz one candidate with a private evaluator (see :class:`FuzzSession`)."""
+    with FuzzSession(problem, candidate, config) as session:
+        return session.run(max_examples, seed, dtypes)
+
+
+def iter_reports(
+    evaluator: Any, pairs: list[tuple[Problem, Candidate]], max_examples: int, seed: int | None, dtypes: bool = False
+) -> Iterator[FuzzReport]:
+    """Fuzz several candidates with one evaluator's workers, one report each."""
+    for problem, candidate in pairs:
+        with FuzzSession(problem, candidate, evaluator=evaluator) as session:
+            yield session.run(max_examples, seed, dtypes)
