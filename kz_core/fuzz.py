@@ -225,7 +225,14 @@ class FuzzSession:
         if failure is not None or trials is None:
             raise FuzzFailure(example, [failure] if failure is not None else [Finding("runtime_error", "no reply")])
         findings, _, _, _ = judge_trials(
-            self.problem, reference, trials, pm=self.evaluator.pm, tolerance_table=config.tolerance, atol=config.atol, rtol=config.rtol, guards=config.guards
+            self.problem,
+            reference,
+            trials,
+            pm=self.evaluator.pm,
+            tolerance_table=config.tolerance,
+            atol=_scaled_atol(example, reply["trial"], config),
+            rtol=config.rtol,
+            guards=config.guards,
         )
         if any(f.severity is Severity.ERROR for f in findings):
             raise FuzzFailure(example, findings)
@@ -264,6 +271,28 @@ class FuzzSession:
         except RuntimeError as exc:
             return FuzzReport(**report, examples=self.examples_run, discarded=self.discarded, error=str(exc), seconds=time.perf_counter() - started)
         return FuzzReport(**report, examples=self.examples_run, discarded=self.discarded, seconds=time.perf_counter() - started)
+
+
+#: Distributions that magnify values: the absolute tolerance follows the output's scale.
+MAGNIFYING = frozenset({"large", "heavy_tailed"})
+
+
+def _scaled_atol(example: FuzzExample, trial: dict[str, Any], config: Any) -> float:
+    """The absolute tolerance for an example: the configured one, except for magnified
+    values, where it is multiplied by the reference output's mean magnitude (when above
+    1). A sum of large terms that nearly cancel keeps the error of its terms, not of its
+    result; at the problem's own scale the absolute tolerance covers that, and scaling it
+    keeps the judgement the same at any scale."""
+    from kz_core.evaluate.correctness import tolerance_for
+
+    if example.distribution not in MAGNIFYING:
+        return config.atol
+    outputs = [t for t in trial["outputs"] if t is not None and t.is_floating_point() and t.numel()]
+    if not outputs:
+        return config.atol
+    scale = max(1.0, max(float(t.double().abs().mean()) for t in outputs))
+    base = tolerance_for(outputs[0].dtype, config.tolerance, config.atol, config.rtol).atol
+    return base * scale
 
 
 def _finite_enough(trial: dict[str, Any]) -> bool:
