@@ -80,6 +80,12 @@ class PolicyConfig:
     batch_size: int = 8
     # Sampling seed; the same seed, prompts, model and batch_size give the same completions.
     seed: int = 0
+    # System prompt for the Coder; empty: the built-in one (kz_core/prompts.py).
+    coder_system_prompt: str = ""
+    # System prompt for the Proposer; empty: the built-in one.
+    proposer_system_prompt: str = ""
+    # Show one worked example (the example problem 1_vector_add and its answer) in prompts.
+    one_shot: bool = True
 
 
 @dataclass

@@ -37,6 +37,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kz_core.commands.eval_command",
     "kz_core.commands.check_command",
     "kz_core.commands.fuzz_command",
+    "kz_core.commands.generate_command",
 )
 
 

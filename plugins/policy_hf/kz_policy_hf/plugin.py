@@ -1,7 +1,8 @@
 """The kz hook implementations of kz-policy-hf (entry point ``policy_hf``).
 
 Only the hook functions live here; they answer when the config names this plugin's sampler
-(``policy.sampler: hf``) and delegate to :mod:`kz_policy_hf.sampling`. This module must not
+(``policy.sampler: hf``, or ``vllm`` where vLLM is installed) and delegate to
+:mod:`kz_policy_hf.sampling` or :mod:`kz_policy_hf.vllm_sampler`. This module must not
 import torch or transformers at import time: ``kz`` loads every plugin at start-up, and a
 command that samples nothing must not pay for them.
 """
@@ -17,15 +18,20 @@ if TYPE_CHECKING:
     from kz_core.config import PolicyConfig
     from kz_core.model import Completion, Prompt
 
-#: The ``policy.sampler`` value this plugin answers to.
+#: The ``policy.sampler`` values this plugin answers to.
 SAMPLER_NAME = "hf"
+VLLM_SAMPLER_NAME = "vllm"
 
 
 @hookimpl
 def sample_completions(
     prompts: Sequence[Prompt], n: int, role: str, config: PolicyConfig
 ) -> list[list[Completion]] | None:
-    """Sample with transformers ``generate`` when ``config.sampler`` is ``hf``; else None."""
+    """Sample with transformers ``generate`` (``hf``) or vLLM (``vllm``); else None."""
+    if config.sampler == VLLM_SAMPLER_NAME:
+        from kz_policy_hf.vllm_sampler import sample_completions as sample_with_vllm
+
+        return sample_with_vllm(prompts, n, role, config)
     if config.sampler != SAMPLER_NAME:
         return None
     from kz_policy_hf.sampling import sample_completions as sample
