@@ -61,7 +61,9 @@ class ProblemsConfig:
 class PolicyConfig:
     # Which sampler answers `sample_completions`: `hf` (transformers, kz-policy-hf).
     sampler: str = "hf"
-    # Model for the Coder: a Hugging Face model id or a local checkpoint folder.
+    # Model for the Coder: a Hugging Face model id or a local checkpoint folder; empty or
+    # `embedded:smollm2`: the embedded SmolLM2-135M-Instruct; `embedded:tiny`: a tiny random
+    # model for smoke tests.
     model: str = ""
     # Model for the Proposer; empty: the Coder's model, one model with two roles.
     proposer_model: str = ""
@@ -199,6 +201,40 @@ class EvalConfig:
 
 
 @dataclass
+class TrainConfig:
+    # Optimizer steps of Coder training (TRL's max_steps).
+    max_steps: int = 20
+    # Completions sampled per prompt: the group CA-GRPO gates on (TRL's num_generations).
+    num_generations: int = 4
+    # Completions per device per step; a multiple of num_generations (TRL's name).
+    per_device_train_batch_size: int = 4
+    # Micro-batches accumulated per optimizer step (TRL's name).
+    gradient_accumulation_steps: int = 1
+    # Adam learning rate.
+    learning_rate: float = 1.0e-6
+    # KL coefficient against the reference model; 0: no reference model (TRL's name).
+    beta: float = 0.0
+    # PPO clipping range (TRL's name).
+    epsilon: float = 0.2
+    # Policy loss: grpo, dapo, dr_grpo, bnpo, ... (TRL's name).
+    loss_type: str = "dapo"
+    # Reward scaling: group, batch or none; use none with reward.options.variant=decoupled.
+    scale_rewards: str = "group"
+    # Longest completion, tokens (TRL's max_completion_length).
+    max_completion_length: int = 512
+    # Save a checkpoint every this many steps (resumable).
+    save_steps: int = 10
+    # Train LoRA adapters (peft) instead of all weights.
+    lora: bool = False
+    # LoRA rank.
+    lora_r: int = 16
+    # LoRA alpha.
+    lora_alpha: int = 32
+    # Other GRPOConfig arguments, passed through by their TRL names.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class KzConfig:
     run: RunConfig = field(default_factory=RunConfig)
     log: LogConfig = field(default_factory=LogConfig)
@@ -206,6 +242,7 @@ class KzConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
 
 
 PRESET_PACKAGE = "kz_core.presets"

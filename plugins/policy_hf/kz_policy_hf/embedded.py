@@ -25,7 +25,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,7 @@ def embedded_model_path() -> Path:
                 f"delete it and kz converts the embedded model again, or point {CACHE_DIR_ENV} elsewhere"
             )
         with _packaged_gguf() as gguf_path:
-            _convert_atomically(gguf_path, target)
+            write_atomically(target, lambda folder: _materialise(gguf_path, folder), f"the embedded model {gguf_path.name}")
         return target
 
 
@@ -96,8 +96,9 @@ def _packaged_gguf() -> Iterator[Path]:
         yield Path(path)
 
 
-def _convert_atomically(gguf_path: Path, target: Path) -> None:
-    """Write the checkpoint under a temporary name next to ``target``, then rename it into place."""
+def write_atomically(target: Path, write: Callable[[Path], None], what: str) -> None:
+    """Have ``write`` fill a temporary folder next to ``target``, then rename it into place
+    (a crash never leaves a half-written ``target``; a concurrent writer's copy wins)."""
     models = target.parent
     try:
         models.mkdir(parents=True, exist_ok=True)
@@ -108,11 +109,11 @@ def _convert_atomically(gguf_path: Path, target: Path) -> None:
     _remove_abandoned_partials(models, target.name)
     partial = models / f".{target.name}{_PARTIAL_INFIX}{socket.gethostname()}-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
-    logger.info("converting the embedded model {} once, into {}", gguf_path.name, target)
+    logger.info("writing {} once, into {}", what, target)
     started = time.perf_counter()
     try:
         partial.mkdir()
-        _materialise(gguf_path, partial)
+        write(partial)
         try:
             partial.rename(target)
         except OSError:
@@ -125,7 +126,7 @@ def _convert_atomically(gguf_path: Path, target: Path) -> None:
         ) from exc
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    logger.info("converted the embedded model in {:.1f} s", time.perf_counter() - started)
+    logger.info("wrote {} in {:.1f} s", what, time.perf_counter() - started)
 
 
 def _remove_abandoned_partials(models: Path, name: str) -> None:

@@ -69,7 +69,11 @@ def model_source(config: PolicyConfig, role: str) -> str:
         raise PolicyError(f"unknown policy role {role!r}: sample as one of {', '.join(ROLES)}")
     chosen = config.proposer_model if role == "proposer" and config.proposer_model else config.model
     chosen = (chosen or "").strip()
-    return chosen if chosen else str(embedded_model_path())
+    if chosen == "embedded:tiny":
+        from kz_policy_hf.tiny import tiny_model_path
+
+        return str(tiny_model_path())
+    return chosen if chosen and chosen != "embedded:smollm2" else str(embedded_model_path())
 
 
 def resolve_device(name: str) -> torch.device:

@@ -37,3 +37,10 @@ def sample_completions(
     from kz_policy_hf.sampling import sample_completions as sample
 
     return sample(prompts, n, role, config)
+
+
+@hookimpl
+def register_commands(cli):
+    from kz_policy_hf.train_command import register
+
+    register(cli)

@@ -1,0 +1,131 @@
+"""The reward function TRL's GRPOTrainer calls: completions -> evaluator -> shaped rewards.
+
+:class:`CoderReward` is an async callable with TRL's reward-function signature. For a batch
+of completions it parses each into a candidate (``kz_core.parsing``), evaluates them all at
+once with the sandboxed evaluator (format errors need no evaluation), groups the results
+by problem (a GRPO group is the ``num_generations`` completions of one prompt), and asks
+the ``shape_rewards`` hook for one reward per completion (CA-GRPO by default). It records,
+for every step: the rewards, the correctness rate, how many groups had the CA-GRPO gate
+open (rate >= ``reward.tau``), the verdict counts and the seconds spent waiting for the
+evaluator.
+
+It is picklable: the evaluator (worker processes) is not pickled; it starts on first use
+in whichever process calls it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from kz_core.generate import Sample, evaluate_samples
+from kz_core.model import EvalResult, Problem
+from kz_core.parsing import extract_code
+
+
+class RewardUnavailableError(RuntimeError):
+    """No installed plugin shapes rewards for ``reward.name``."""
+
+
+def completion_text(completion: Any) -> str:
+    """The assistant's text in a TRL completion (conversational or plain)."""
+    if isinstance(completion, list):
+        return "".join(str(message.get("content", "")) for message in completion if isinstance(message, dict))
+    return str(completion)
+
+
+class CoderReward:
+    """Rewards for Coder completions (see the module docstring).
+
+    :param problems: the training problems, by name.
+    :param config: the resolved kz config (``eval``, ``reward`` and ``eval.backend`` are used).
+    :param journal: where per-sample results are recorded (optional).
+    """
+
+    __name__ = "kz_reward"
+
+    def __init__(self, problems: Sequence[Problem], config: Any, journal: Any = None):
+        self.problems = {p.name: p for p in problems}
+        self.config = config
+        self.journal = journal
+        self.step_log: list[dict[str, Any]] = []
+        self._evaluator: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_evaluator"] = None
+        state["journal"] = None
+        return state
+
+    def evaluator(self) -> Any:
+        if self._evaluator is None:
+            from kz_core.evaluate import Evaluator
+
+            self._evaluator = Evaluator(self.problems.values(), self.config.eval, journal=self.journal)
+        return self._evaluator
+
+    def close(self) -> None:
+        if self._evaluator is not None:
+            self._evaluator.close()
+            self._evaluator = None
+
+    def results(self, problems: Sequence[str], completions: Sequence[Any]) -> list[EvalResult]:
+        """One evaluation result per completion, in order."""
+        backend = self.config.eval.backend
+        counters: Counter[str] = Counter()
+        samples = []
+        for problem, completion in zip(problems, completions):
+            text = completion_text(completion)
+            parsed = extract_code(text)
+            samples.append(Sample(problem, str(counters[problem]), backend, text, 0, parsed.code, parsed.reason))
+            counters[problem] += 1
+        return evaluate_samples(samples, self.evaluator())
+
+    def shape(self, problems: Sequence[str], results: Sequence[EvalResult]) -> list[float]:
+        """Rewards through the ``shape_rewards`` hook, one group per problem."""
+        from kz_core.plugins import get_plugin_manager
+
+        pm = get_plugin_manager()
+        rewards = [0.0] * len(results)
+        for problem in dict.fromkeys(problems):
+            indices = [i for i, name in enumerate(problems) if name == problem]
+            shaped = pm.hook.shape_rewards(role="coder", results=[results[i] for i in indices], config=self.config.reward)
+            if shaped is None:
+                raise RewardUnavailableError(f"no installed plugin shapes rewards for reward.name={self.config.reward.name!r}: install kz-reward-cagrpo")
+            for index, value in zip(indices, shaped):
+                rewards[index] = float(value)
+        return rewards
+
+    async def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], problem: Sequence[str], **kwargs: Any) -> list[float]:
+        started = time.perf_counter()
+        # The evaluator blocks on its workers; a thread keeps TRL's event loop free.
+        results = await asyncio.to_thread(self.results, list(problem), completions)
+        waited = time.perf_counter() - started
+        rewards = self.shape(list(problem), results)
+        self._record(list(problem), results, rewards, waited, kwargs)
+        return rewards
+
+    def _record(self, problems: list[str], results: list[EvalResult], rewards: list[float], waited: float, kwargs: dict[str, Any]) -> None:
+        by_problem: dict[str, list[bool]] = {}
+        for name, result in zip(problems, results):
+            by_problem.setdefault(name, []).append(result.correct)
+        rates = [sum(flags) / len(flags) for flags in by_problem.values()]
+        state = kwargs.get("trainer_state")
+        entry = {
+            "step": getattr(state, "global_step", len(self.step_log)),
+            "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
+            "correct_rate": sum(r.correct for r in results) / len(results) if results else 0.0,
+            "gate_open_groups": sum(rate >= self.config.reward.tau for rate in rates),
+            "groups": len(rates),
+            "verdicts": dict(Counter(r.verdict.value for r in results)),
+            "reward_wait_s": waited,
+            "speed_measured": any(r.speedups for r in results),
+        }
+        self.step_log.append(entry)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            for key in ("correct_rate", "gate_open_groups", "reward_wait_s"):
+                log_metric(f"kz/{key}", float(entry[key]))

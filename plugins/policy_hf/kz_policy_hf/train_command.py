@@ -1,0 +1,49 @@
+"""``kz train coder``: Coder training with CA-GRPO rewards (TRL's GRPOTrainer)."""
+
+from __future__ import annotations
+
+import click
+
+
+def register(cli: click.Group) -> None:
+    from kz_core.cli import config_options
+
+    train = cli.commands.get("train")
+    if train is None:
+
+        @cli.group(name="train")
+        def train() -> None:
+            """Train policies with rewards from the sandboxed evaluator."""
+
+    @train.command(name="coder")
+    @click.option("--problems", "-p", "problems_source", default=None, help="Problem source (problems.source).")
+    @config_options
+    def coder(config, problems_source) -> None:
+        """GRPO steps on the Coder (train.*, TRL's option names); resumes an interrupted run."""
+        from omegaconf import OmegaConf
+
+        from kz_core.cli import KzUsageError, stderr
+        from kz_core.evaluate.journal import Journal
+        from kz_core.problems import load_problems
+        from kz_core.rundir import open_run_dir
+
+        from kz_policy_hf.errors import PolicyError
+        from kz_policy_hf.training import train_coder
+
+        if problems_source:
+            config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"problems.source={problems_source}"]))
+        if not config.run.name:
+            config = OmegaConf.merge(config, OmegaConf.from_dotlist(["run.name=train-coder"]))
+        problem_set = load_problems(config.problems.source, level=config.problems.level, ids=config.problems.ids, name=config.problems.name)
+        run_dir = open_run_dir(config, command="kz train coder")
+        try:
+            with Journal(run_dir / "journal.sqlite") as journal:
+                summary = train_coder(list(problem_set.problems), config, run_dir, journal)
+        except PolicyError as exc:
+            raise KzUsageError(str(exc)) from exc
+        stderr.print(
+            f"trained {summary['steps']} steps in {summary['seconds']:.0f} s "
+            f"({summary['reward_wait_s']:.0f} s waiting for rewards); model: {summary['final_model']}; "
+            f"metrics: {run_dir / 'metrics.jsonl'}",
+            highlight=False,
+        )

@@ -1,0 +1,74 @@
+"""Coder training: rewards from the real evaluator through CA-GRPO, and GRPO steps with TRL."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kz_core.config import load_config
+from kz_core.problems import load_problems
+
+from kz_policy_hf.rewards import CoderReward, completion_text
+
+REPO = Path(__file__).resolve().parents[3]
+PROBLEMS = load_problems("examples")
+GOOD = (REPO / "examples" / "candidates" / "triton" / "2_scaled_relu.py").read_text()
+WRONG = GOOD.replace("* scale", "* (scale + 1.0)")
+
+
+def test_rewards_come_from_the_evaluator_and_ca_grpo():
+    config = load_config(None, ["eval.device=cpu", "eval.workers=1", "eval.timing=false"])
+    reward = CoderReward([PROBLEMS.get("2_scaled_relu")], config)
+    completions = [
+        [{"role": "assistant", "content": f"```python\n{GOOD}```"}],
+        [{"role": "assistant", "content": "No code, sorry."}],
+        [{"role": "assistant", "content": f"```python\n{WRONG}```"}],
+    ]
+    import asyncio
+
+    try:
+        rewards = asyncio.run(reward(prompts=[None] * 3, completions=completions, problem=["2_scaled_relu"] * 3))
+    finally:
+        reward.close()
+    assert WRONG != GOOD
+    # Below the gate (1 of 3 correct < tau 0.5): correct 1, incorrect 0, format error -1.
+    assert rewards == [1.0, -1.0, 0.0]
+    entry = reward.step_log[-1]
+    assert entry["verdicts"] == {"correct": 1, "format_error": 1, "incorrect": 1}
+    assert entry["correct_rate"] == pytest.approx(1 / 3) and entry["gate_open_groups"] == 0 and entry["groups"] == 1
+    assert entry["speed_measured"] is False and entry["reward_wait_s"] > 0
+
+
+def test_the_reward_function_is_picklable():
+    reward = CoderReward([PROBLEMS.get("2_scaled_relu")], load_config())
+    clone = pickle.loads(pickle.dumps(reward))
+    assert clone.problems.keys() == reward.problems.keys() and clone._evaluator is None
+
+
+def test_completion_text_reads_both_shapes():
+    assert completion_text([{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]) == "ab"
+    assert completion_text("plain") == "plain"
+
+
+@pytest.mark.slow
+def test_two_grpo_steps_of_the_smoke_preset_then_resume(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    command = [sys.executable, "-m", "kz_core.cli", "train", "coder", "--preset", "smoke", f"run.root={tmp_path}", "run.name=smoke"]
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_dir = tmp_path / "smoke"
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    for m in metrics:
+        assert m["reward"] is not None and m["correct_rate"] is not None and 0 <= m["reward_wait_share"] <= 1
+        assert sum(m["verdicts"].values()) == 2  # num_generations completions judged per step
+    assert (run_dir / "checkpoints" / "checkpoint-2").is_dir() and (run_dir / "final").is_dir()
+    again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resuming from" in again.stderr and "checkpoint-2" in again.stderr
