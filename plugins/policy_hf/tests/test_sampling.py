@@ -63,7 +63,7 @@ def test_entry_point_names_the_plugin_module() -> None:
 def test_sample_completions_hook_answers_none_for_another_sampler(
     hook_caller: pluggy.PluginManager, tiny_model_dir: Path
 ) -> None:
-    config = policy_config(tiny_model_dir, sampler="vllm")
+    config = policy_config(tiny_model_dir, sampler="some-other-sampler")
     assert hook_caller.hook.sample_completions(prompts=PROMPTS, n=2, role="coder", config=config) is None
 
 
