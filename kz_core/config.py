@@ -235,6 +235,50 @@ class TrainConfig:
 
 
 @dataclass
+class FrontierConfig:
+    # Which selector answers `select_frontier`: `beta` (the core's, kz_core/frontier.py).
+    name: str = "beta"
+    # Frontier score of a pass rate p: `variance` is p(1-p); `linear` is 1-2|p-1/2|. Both
+    # peak at p = 1/2 and vanish at 0 and 1.
+    score: str = "variance"
+    # Beta prior of a module's pass rate (pseudo-counts of correct samples).
+    prior_alpha: float = 1.0
+    # Beta prior of a module's pass rate (pseudo-counts of incorrect samples).
+    prior_beta: float = 1.0
+    # Share of chosen modules drawn from older modules (replay), 0..1.
+    replay_share: float = 0.2
+    # Weight floor of each API when sampling API sets, so that untried APIs get drawn.
+    explore: float = 0.05
+
+
+@dataclass
+class ProposerConfig:
+    # Fewest torch APIs per requested module.
+    min_apis: int = 1
+    # Most torch APIs per requested module.
+    max_apis: int = 5
+    # Which reward answers `shape_rewards` for the Proposer: `learnability`.
+    reward: str = "learnability"
+    # Learnability of a module the Coder solves with rate p: `absolute_zero` is 1-p for
+    # 0<p<1 (else 0); `r_zero` is 1-2|p-1/2|.
+    learnability: str = "absolute_zero"
+    # Coder samples per valid module when computing the Proposer's reward.
+    coder_samples: int = 4
+    # Penalty for a module nearly identical to another in the same batch.
+    repetition_penalty: float = 0.5
+    # Similarity (0..1) above which a module counts as a duplicate of one in the pool.
+    duplicate_threshold: float = 0.9
+    # Problem source to decontaminate against (e.g. KernelBench's problems.jsonl); empty: none.
+    decontaminate: str = ""
+    # Runtime window of a valid module's forward, milliseconds (on the validating device).
+    min_runtime_ms: float = 0.0
+    # Runtime window of a valid module's forward, milliseconds.
+    max_runtime_ms: float = 2000.0
+    # Largest total size of a valid module's inputs and outputs, MiB.
+    max_memory_mb: float = 2048.0
+
+
+@dataclass
 class KzConfig:
     run: RunConfig = field(default_factory=RunConfig)
     log: LogConfig = field(default_factory=LogConfig)
@@ -243,6 +287,8 @@ class KzConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    frontier: FrontierConfig = field(default_factory=FrontierConfig)
+    proposer: ProposerConfig = field(default_factory=ProposerConfig)
 
 
 PRESET_PACKAGE = "kz_core.presets"

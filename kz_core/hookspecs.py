@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the specs' types, without importing click or torch at start
     from kz_core.backend import CompiledCandidate, CompileFailure, RunOutput
     from kz_core.config import PolicyConfig, RewardConfig
     from kz_core.model import (
+        ApiSpec,
         BackendInfo,
         Candidate,
         Completion,
@@ -67,6 +68,19 @@ def register_problem_sources(register: Callable[[ProblemSource], None]) -> None:
     loaded, :class:`~kz_core.model.ProblemError`. Duplicate source names are an error.
 
     :param register: callback taking one ``ProblemSource``.
+    :returns: nothing; results are ignored.
+    """
+
+
+@hookspec
+def register_apis(register: Callable[[ApiSpec], None]) -> None:
+    """Add torch APIs to the catalog the Proposer builds problems from.
+
+    Call ``register(ApiSpec(name=..., category=..., ops=(...)))`` once per API. ``ops`` lists
+    aten operators that show the API ran; module validation looks for them in a profiler
+    trace. Registering a name another plugin registered is an error naming both.
+
+    :param register: callback taking one :class:`kz_core.model.ApiSpec`.
     :returns: nothing; results are ignored.
     """
 

@@ -259,6 +259,27 @@ class CheckResult:
 
 
 @attrs.frozen
+class ApiSpec:
+    """A torch API a Proposer may build a problem from, as registered through ``register_apis``.
+
+    :ivar name: the API as written in code (``torch.matmul``, ``torch.nn.functional.gelu``).
+    :ivar category: ``elementwise``, ``activation``, ``reduction``, ``matmul``,
+        ``convolution``, ``pooling``, ``normalization``, ``softmax``, ``loss``,
+        ``indexing``, ``scan``, ``attention``, ...
+    :ivar description: one line on what it computes.
+    :ivar shapes: what inputs it needs (``(B, M, K) and (B, K, N) tensors``).
+    :ivar ops: aten operators whose presence in a profiler trace shows the API ran (any one
+        of them suffices).
+    """
+
+    name: str
+    category: str
+    description: str = ""
+    shapes: str = ""
+    ops: tuple[str, ...] = ()
+
+
+@attrs.frozen
 class BackendInfo:
     """A backend a plugin provides, as registered through ``register_backends``.
 

@@ -30,6 +30,7 @@ LOAD_PLUGINS_ENV = "KZ_LOAD_PLUGINS"
 #: The core's own plugins, registered exactly as a third party's would be.
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "kz_core.problems.sources",
+    "kz_core.proposer.catalog",
     "kz_core.evaluate.guards",
     "kz_core.commands.plugins_command",
     "kz_core.commands.config_command",
@@ -205,10 +206,16 @@ def provided_by_plugin() -> dict[str, list[str]]:
     for hook_name, key, what in (
         ("register_backends", _backend_name, "backends"),
         ("register_problem_sources", _source_name, "problem sources"),
+        ("register_apis", _backend_name, "APIs"),
     ):
         for name, (_, plugin) in registrations(hook_name, key, what[:-1]).items():
             provided.setdefault(plugin, {}).setdefault(what, []).append(name)
     return {plugin: [f"{what}: {', '.join(names)}" for what, names in kinds.items()] for plugin, kinds in provided.items()}
+
+
+def apis() -> dict[str, Any]:
+    """The API catalog by name (:class:`kz_core.model.ApiSpec`), in registration order."""
+    return {name: item for name, (item, _) in registrations("register_apis", _backend_name, "API").items()}
 
 
 def _backend_name(info: Any) -> str:

@@ -57,6 +57,7 @@ STRATEGIES = {
         model.CheckResult, problem=text, sample_id=text, backend=text, status=text,
         findings=st.lists(findings, max_size=3).map(tuple), compile_s=maybe_float, message=text,
     ),
+    model.ApiSpec: st.builds(model.ApiSpec, name=text, category=text, description=text, shapes=text, ops=st.lists(text, max_size=3).map(tuple)),
     model.BackendInfo: st.builds(model.BackendInfo, name=text, language=text, description=text, runs_on_cpu=st.booleans()),
     model.ChatMessage: messages,
     model.Prompt: st.builds(model.Prompt, prompt_id=text, messages=st.lists(messages, max_size=3).map(tuple)),

@@ -113,6 +113,15 @@ def test_doc_register_backends(example_plugin):
     assert backends()["cutlass"].language == "cuda"
 
 
+def test_doc_register_apis(example_plugin):
+    from kz_core.plugins import apis
+
+    example_plugin("register_apis")
+    catalog = apis()
+    assert catalog["torch.special.erf"].category == "elementwise"
+    assert "torch.matmul" in catalog  # the shipped catalog is still there
+
+
 def test_doc_register_problem_sources(example_plugin):
     from kz_core.problems import load_problems
 
