@@ -31,6 +31,7 @@ LOAD_PLUGINS_ENV = "KZ_LOAD_PLUGINS"
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "kz_core.problems.sources",
     "kz_core.proposer.catalog",
+    "kz_core.frontier",
     "kz_core.evaluate.guards",
     "kz_core.commands.plugins_command",
     "kz_core.commands.config_command",
@@ -39,6 +40,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kz_core.commands.check_command",
     "kz_core.commands.fuzz_command",
     "kz_core.commands.generate_command",
+    "kz_core.commands.report_command",
 )
 
 

@@ -1,0 +1,201 @@
+"""Run reports: an HTML page with plots, and a summary table, from a run directory.
+
+Reads what runs write (nothing else):
+
+- ``metrics.jsonl`` files, one line per training step: of ``kz train coder``
+  (``<run>/metrics.jsonl``) and of co-evolution phases
+  (``<run>/rounds/<N>/coder/metrics.jsonl``, ``<run>/rounds/<N>/proposer/metrics.jsonl``);
+- ``rounds.jsonl``, one line per finished co-evolution round: pool size and validity,
+  frontier coverage, held-out metrics.
+
+Writes ``<run>/report/index.html`` with PNG plots (matplotlib, no display needed):
+reward and correctness per step, the CA-GRPO gate, pool size and validity, frontier
+coverage, held-out metrics per round. Plots whose data a run lacks are left out and the
+page says so. Nothing here trains or evaluates.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class RunData:
+    """What a run directory holds for reporting."""
+
+    run_dir: Path
+    steps: tuple[dict[str, Any], ...] = ()
+    rounds: tuple[dict[str, Any], ...] = ()
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut off by a crash: the rest still reports
+    return rows
+
+
+def load_run(run_dir: Path) -> RunData:
+    """Steps (phase, round, global index) and rounds of a run directory."""
+    run_dir = Path(run_dir)
+    steps: list[dict[str, Any]] = []
+    sources: list[tuple[str, int | None, Path]] = []
+    if (run_dir / "metrics.jsonl").is_file():
+        sources.append(("coder", None, run_dir / "metrics.jsonl"))
+    for round_dir in sorted((run_dir / "rounds").glob("*"), key=lambda p: int(p.name) if p.name.isdigit() else 1 << 30):
+        if not round_dir.name.isdigit():
+            continue
+        for phase in ("proposer", "coder"):
+            path = round_dir / phase / "metrics.jsonl"
+            if path.is_file():
+                sources.append((phase, int(round_dir.name), path))
+    counters = {"coder": 0, "proposer": 0}
+    for phase, round_number, path in sources:
+        for row in _read_jsonl(path):
+            counters[phase] += 1
+            steps.append({**row, "phase": phase, "round": round_number, "index": counters[phase]})
+    rounds = _read_jsonl(run_dir / "rounds.jsonl") if (run_dir / "rounds.jsonl").is_file() else []
+    return RunData(run_dir=run_dir, steps=tuple(steps), rounds=tuple(rounds))
+
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 3.2), dpi=110)
+    return plt, figure, axes
+
+
+def _save(plt: Any, figure: Any, axes: Any, path: Path, title: str, xlabel: str) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps and rounds are whole numbers
+    axes.set_title(title)
+    axes.set_xlabel(xlabel)
+    axes.grid(alpha=0.3)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(loc="best", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    xs, ys = [], []
+    for row in rows:
+        value = row.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            xs.append(row["index"])
+            ys.append(float(value))
+    return xs, ys
+
+
+def make_plots(run: RunData, folder: Path) -> dict[str, Path]:
+    """The plots the run's data allows, by title; written into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    plots: dict[str, Path] = {}
+    for phase in ("coder", "proposer"):
+        rows = [s for s in run.steps if s["phase"] == phase]
+        if not rows:
+            continue
+        plt, figure, axes = _figure()
+        for key, label in (("reward", "reward"), ("correct_rate", "correctness rate")):
+            xs, ys = _series(rows, key)
+            if xs:
+                axes.plot(xs, ys, marker=".", label=label)
+        path = folder / f"{phase}_reward.png"
+        _save(plt, figure, axes, path, f"{phase.capitalize()}: reward and correctness per step", "training step")
+        plots[f"{phase.capitalize()}: reward and correctness per step"] = path
+    coder = [s for s in run.steps if s["phase"] == "coder" and s.get("groups")]
+    if coder:
+        plt, figure, axes = _figure()
+        xs = [s["index"] for s in coder]
+        axes.plot(xs, [s["gate_open_groups"] / s["groups"] for s in coder], marker=".", label="groups with the gate open")
+        axes.plot(xs, [s.get("reward_wait_share") or 0.0 for s in coder], marker=".", label="share of step time waiting for rewards")
+        axes.set_ylim(-0.05, 1.05)
+        path = folder / "gate.png"
+        _save(plt, figure, axes, path, "CA-GRPO gate and reward wait per step", "training step")
+        plots["CA-GRPO gate and reward wait per step"] = path
+    if run.rounds:
+        numbers = [r["round"] for r in run.rounds]
+        plt, figure, axes = _figure()
+        axes.plot(numbers, [r.get("pool_size", 0) for r in run.rounds], marker="o", label="modules in the pool")
+        axes.plot(numbers, [r.get("pool_valid", 0) for r in run.rounds], marker="o", label="valid modules")
+        path = folder / "pool.png"
+        _save(plt, figure, axes, path, "Module pool per round", "round")
+        plots["Module pool per round"] = path
+        plt, figure, axes = _figure()
+        axes.plot(numbers, [r.get("frontier", {}).get("api_coverage", 0.0) for r in run.rounds], marker="o", label="share of the API catalog in valid modules")
+        axes.plot(numbers, [r.get("frontier", {}).get("intermediate_share", 0.0) for r in run.rounds], marker="o", label="share of modules with 0 < pass rate < 1")
+        axes.set_ylim(-0.05, 1.05)
+        path = folder / "frontier.png"
+        _save(plt, figure, axes, path, "Frontier coverage per round", "round")
+        plots["Frontier coverage per round"] = path
+        plt, figure, axes = _figure()
+        for key, label in (("pass@1", "pass@1"), ("pass@k", "pass@k"), ("fast_1_eager", "fast_1 vs eager"), ("fast_1_compile", "fast_1 vs compile")):
+            values = [r.get("heldout", {}).get(key) for r in run.rounds]
+            if any(v is not None for v in values):
+                axes.plot(numbers, [v if v is not None else float("nan") for v in values], marker="o", label=label)
+        axes.set_ylim(-0.05, 1.05)
+        path = folder / "heldout.png"
+        _save(plt, figure, axes, path, "Held-out evaluation per round", "round")
+        plots["Held-out evaluation per round"] = path
+    return plots
+
+
+def summary_rows(run: RunData) -> list[tuple[str, str]]:
+    """The numbers people compare, as (label, value) rows."""
+    rows: list[tuple[str, str]] = [("run directory", str(run.run_dir))]
+    for phase in ("coder", "proposer"):
+        steps = [s for s in run.steps if s["phase"] == phase]
+        if steps:
+            last = steps[-1]
+            rows.append((f"{phase} steps", str(len(steps))))
+            if isinstance(last.get("reward"), (int, float)):
+                rows.append((f"{phase} reward (last step)", f"{last['reward']:.3f}"))
+            if isinstance(last.get("correct_rate"), (int, float)):
+                rows.append((f"{phase} correctness (last step)", f"{last['correct_rate']:.1%}"))
+    if run.rounds:
+        last = run.rounds[-1]
+        rows.append(("rounds", str(len(run.rounds))))
+        rows.append(("pool (valid / all)", f"{last.get('pool_valid', 0)} / {last.get('pool_size', 0)}"))
+        for key, value in sorted(last.get("heldout", {}).items()):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                rows.append((f"held-out {key} (last round)", f"{value:.3f}"))
+    return rows
+
+
+def write_report(run_dir: Path) -> Path:
+    """Write ``<run>/report/index.html`` (and its plots); returns the page's path."""
+    run = load_run(run_dir)
+    folder = Path(run_dir) / "report"
+    plots = make_plots(run, folder)
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>kz run report</title>",
+        "<style>body{font-family:sans-serif;max-width:900px;margin:2em auto}table{border-collapse:collapse}"
+        "td{border:1px solid #ccc;padding:4px 8px}img{max-width:100%;display:block;margin:1em 0}</style></head><body>",
+        f"<h1>kz run report</h1><p>{html.escape(str(Path(run_dir).resolve()))}</p>",
+        "<table>" + "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in summary_rows(run)) + "</table>",
+    ]
+    if not plots:
+        parts.append("<p>This run has no training steps or rounds to plot yet.</p>")
+    for title, path in plots.items():
+        parts.append(f"<h2>{html.escape(title)}</h2><img src='{path.name}' alt='{html.escape(title)}'>")
+    missing = [t for t in ("Module pool per round", "Held-out evaluation per round") if t not in plots]
+    if missing and run.steps:
+        parts.append(f"<p>Not in this run: {html.escape(', '.join(missing))} (co-evolution rounds write them).</p>")
+    parts.append("</body></html>")
+    page = folder / "index.html"
+    page.write_text("\n".join(parts), encoding="utf-8")
+    return page

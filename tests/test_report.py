@@ -1,0 +1,94 @@
+"""kz report: the HTML page and its plots, checked in a real headless browser."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kz_core.report import load_run, summary_rows, write_report
+
+
+def write_lines(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def step(i: int, correct: float) -> dict:
+    return {
+        "step": i, "loss": 0.1, "reward": correct - 0.5, "correct_rate": correct, "gate_open_groups": int(correct > 0.5),
+        "groups": 1, "verdicts": {"correct": 1}, "reward_wait_s": 0.5, "reward_wait_share": 0.4, "speed_measured": False,
+    }
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    for number in (1, 2):
+        write_lines(run / "rounds" / str(number) / "coder" / "metrics.jsonl", [step(i, 0.2 * i * number) for i in (1, 2)])
+        write_lines(run / "rounds" / str(number) / "proposer" / "metrics.jsonl", [step(i, 0.3) for i in (1, 2)])
+    write_lines(
+        run / "rounds.jsonl",
+        [
+            {"round": n, "pool_size": 4 * n, "pool_valid": 3 * n, "frontier": {"api_coverage": 0.2 * n, "intermediate_share": 0.25},
+             "heldout": {"pass@1": 0.1 * n, "pass@k": 0.2 * n, "fast_1_eager": None, "fast_1_compile": None}}
+            for n in (1, 2)
+        ],
+    )
+    (run / "metrics.jsonl").write_text(json.dumps(step(1, 0.5)) + "\n{cut off by a cra")
+    return run
+
+
+def test_load_run_orders_steps_by_phase_and_round(run_dir):
+    run = load_run(run_dir)
+    coder = [s for s in run.steps if s["phase"] == "coder"]
+    assert [s["index"] for s in coder] == [1, 2, 3, 4, 5] and [s["round"] for s in coder] == [None, 1, 1, 2, 2]
+    assert len(run.rounds) == 2
+    assert ("pool (valid / all)", "6 / 8") in summary_rows(run)
+
+
+def test_report_page_links_every_plot(run_dir):
+    page = write_report(run_dir)
+    text = page.read_text()
+    for name in ("coder_reward.png", "proposer_reward.png", "gate.png", "pool.png", "frontier.png", "heldout.png"):
+        assert f"src='{name}'" in text and (page.parent / name).stat().st_size > 5000
+
+
+def test_an_empty_run_says_so(tmp_path):
+    page = write_report(tmp_path)
+    assert "no training steps or rounds" in page.read_text()
+
+
+def test_kz_report_command(run_dir):
+    completed = subprocess.run([sys.executable, "-m", "kz_core.cli", "report", str(run_dir)], capture_output=True, text=True)
+    assert completed.returncode == 0, completed.stderr
+    assert "pool (valid / all)" in completed.stdout and "report/index.html" in completed.stderr
+
+
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no headless Chromium installed (Debian: apt-get install chromium)")
+def test_the_page_renders_with_its_plots_in_a_headless_browser(run_dir, tmp_path):
+    page = write_report(run_dir)
+    profile = tmp_path / "profile"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", "--no-first-run", f"--user-data-dir={profile}"]
+    # The browser's own view of the page: every image decoded with a real size.
+    probe = page.parent / "probe.html"
+    probe.write_text(
+        page.read_text().replace(
+            "</body>",
+            "<script>window.onload=()=>{const imgs=[...document.images];"
+            "document.title=imgs.length+':'+imgs.filter(i=>i.complete&&i.naturalWidth>100).length;}</script></body>",
+        )
+    )
+    dom = subprocess.run([BROWSER, *flags, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120)
+    assert "<title>6:6</title>" in dom.stdout, dom.stdout[:500] + dom.stderr[-500:]
+    shot = tmp_path / "page.png"
+    subprocess.run([BROWSER, *flags, f"--screenshot={shot}", "--window-size=1000,3000", page.as_uri()], capture_output=True, timeout=120)
+    assert shot.is_file() and shot.stat().st_size > 20000
