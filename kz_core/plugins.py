@@ -31,6 +31,7 @@ LOAD_PLUGINS_ENV = "KZ_LOAD_PLUGINS"
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "kz_core.problems.sources",
     "kz_core.proposer.catalog",
+    "kz_core.proposer.reward",
     "kz_core.frontier",
     "kz_core.evaluate.guards",
     "kz_core.commands.plugins_command",
@@ -40,6 +41,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kz_core.commands.check_command",
     "kz_core.commands.fuzz_command",
     "kz_core.commands.generate_command",
+    "kz_core.commands.propose_command",
     "kz_core.commands.report_command",
 )
 

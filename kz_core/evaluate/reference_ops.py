@@ -1,8 +1,10 @@
-"""Requests a *reference* worker serves: reference outputs, baselines, audits, and the
-on-device comparison of a candidate's GPU outputs (shared through CUDA IPC).
+"""Requests a *reference* worker serves: reference outputs, baselines, audits, the
+measurements that validate a proposed module, and the on-device comparison of a
+candidate's GPU outputs (shared through CUDA IPC).
 
-Candidate code never runs in a reference worker: it only runs problems' reference modules,
-and reads candidates' outputs as data. Mixed into ``kz_core.evaluate.worker.Worker``.
+Candidate code never runs in a reference worker: it only runs problems' reference modules
+(and proposed modules, in pools of their own), and reads candidates' outputs as data.
+Mixed into ``kz_core.evaluate.worker.Worker``.
 """
 
 from __future__ import annotations
@@ -181,6 +183,16 @@ class ReferenceOps:
 
     def op_audit(self, request: dict[str, Any]) -> dict[str, Any]:
         """Reference outputs for an audit: two seeds, the first again, and with TF32 on."""
+        try:
+            runs = self.audit_runs(request)
+        except BaseException as exc:  # noqa: BLE001 - a broken problem is a finding
+            return error_reply("reference", exc)
+        return {"ok": True, "runs": runs}
+
+    def audit_runs(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The audit's runs (``first``, ``second``, ``again``, and ``tf32`` on a GPU), each
+        with a freshly built model; ``again`` reseeds after making the inputs, so that random
+        ops in forward draw other numbers than in ``first``. Exceptions propagate."""
         from kz_core.evaluate.execution import (
             flatten_outputs,
             global_flags,
@@ -211,13 +223,65 @@ class ReferenceOps:
                 restore_flags(flags)
             return {"structure": structure, "outputs": [x if type(x) is self.torch.Tensor else None for x in leaves]}
 
+        runs = {"first": run(first), "second": run(second), "again": run(first, reseed=True)}
+        if self.device.startswith("cuda"):
+            runs["tf32"] = run(first, tf32=True)
+        return runs
+
+    def op_validate(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Measurements for validating a proposed module (``kz_core/proposer/validate.py``).
+
+        One forward on the first seed gives the input and output bytes; beyond
+        ``max_bytes`` the reply stops there (no outputs are sent). Otherwise: the audit's
+        runs, the aten op names of one profiled forward, and the median of a few timed
+        forward calls (``timing_trials``; skipped when the first call alone took longer
+        than ``skip_timing_ms``). The module is loaded with the problem's loader; a module
+        that raises is an error reply with stage ``problem`` (import) or ``reference``.
+        """
+        from kz_core.evaluate.execution import (
+            flatten_outputs,
+            instantiate,
+            make_init_inputs,
+            make_inputs,
+            profiled,
+            restore_flags,
+            synchronize,
+        )
+        from kz_core.evaluate.timing import TimingSettings, time_calls
+
         try:
-            runs = {"first": run(first), "second": run(second), "again": run(first, reseed=True)}
-            if self.device.startswith("cuda"):
-                runs["tf32"] = run(first, tf32=True)
-        except BaseException as exc:  # noqa: BLE001 - a broken problem is a finding
+            module = self.problem_module(request["problem"])
+        except BaseException as exc:  # noqa: BLE001 - a module that cannot load is a reply
+            return error_reply("problem", exc)
+        try:
+            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device)
+            inputs = make_inputs(module, request["seeds"][0], self.device)
+            started = time.perf_counter()
+            _, leaves = flatten_outputs(model(*inputs))
+            synchronize(self.device)
+            first_call_ms = (time.perf_counter() - started) * 1e3
+            tensor = self.torch.Tensor
+            input_bytes = sum(x.nbytes for x in inputs if isinstance(x, tensor))
+            output_bytes = sum(x.nbytes for x in leaves if isinstance(x, tensor))
+            sizes = {"input_bytes": input_bytes, "output_bytes": output_bytes, "first_call_ms": first_call_ms}
+            if input_bytes + output_bytes > request["max_bytes"]:
+                return {"ok": True, **sizes, "runs": None, "op_names": [], "runtime": None}
+            del leaves
+            runs = self.audit_runs(request)
+            with profiled(self.device, self.scratch_root / "validate-trace.json") as profile:
+                model(*inputs)
+                synchronize(self.device)
+            op_names = list(dict.fromkeys(profile.op_names))
+            runtime = None
+            if first_call_ms <= request["skip_timing_ms"]:
+                trials = int(request["timing_trials"])
+                settings = TimingSettings(warmup_ms=0.0, min_trials=trials, max_trials=trials, budget_ms=0.0)
+                runtime = time_calls(lambda _: model(*inputs), self.device, settings)
+        except BaseException as exc:  # noqa: BLE001 - a module that raises is a finding
             return error_reply("reference", exc)
-        return {"ok": True, "runs": runs}
+        finally:
+            restore_flags(self.baseline_flags)  # whatever the module changed, for the next one
+        return {"ok": True, **sizes, "runs": runs, "op_names": op_names, "runtime": runtime}
 
     def op_baseline(self, request: dict[str, Any]) -> dict[str, Any]:
         from kz_core.evaluate.execution import instantiate, make_init_inputs, make_inputs

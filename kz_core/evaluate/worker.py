@@ -142,6 +142,7 @@ def serve(sock: socket.socket) -> None:
         "reference": worker.op_reference,
         "baseline": worker.op_baseline,
         "audit": worker.op_audit,
+        "validate": worker.op_validate,
         "fuzz_reference": worker.op_fuzz_reference,
         "fuzz_trials": worker.op_fuzz_trials,
         "load": worker.op_load,

@@ -1,4 +1,5 @@
-"""``kz train coder``: Coder training with CA-GRPO rewards (TRL's GRPOTrainer)."""
+"""``kz train coder`` and ``kz train proposer``: GRPO with TRL's GRPOTrainer, the Coder with
+CA-GRPO rewards from the evaluator, the Proposer with learnability rewards."""
 
 from __future__ import annotations
 
@@ -44,6 +45,35 @@ def register(cli: click.Group) -> None:
         stderr.print(
             f"trained {summary['steps']} steps in {summary['seconds']:.0f} s "
             f"({summary['reward_wait_s']:.0f} s waiting for rewards); model: {summary['final_model']}; "
+            f"metrics: {run_dir / 'metrics.jsonl'}",
+            highlight=False,
+        )
+
+    @train.command(name="proposer")
+    @config_options
+    def proposer(config) -> None:
+        """GRPO steps on the Proposer (learnability under the current Coder); fills the run's pool."""
+        from omegaconf import OmegaConf
+
+        from kz_core.cli import KzUsageError, stderr
+        from kz_core.evaluate.journal import Journal
+        from kz_core.rundir import open_run_dir
+
+        from kz_policy_hf.errors import PolicyError
+        from kz_policy_hf.training import train_proposer
+
+        if not config.run.name:
+            config = OmegaConf.merge(config, OmegaConf.from_dotlist(["run.name=train-proposer"]))
+        run_dir = open_run_dir(config, command="kz train proposer")
+        try:
+            with Journal(run_dir / "journal.sqlite") as journal:
+                summary = train_proposer(config, run_dir, journal)
+        except PolicyError as exc:
+            raise KzUsageError(str(exc)) from exc
+        stderr.print(
+            f"trained {summary['steps']} steps in {summary['seconds']:.0f} s "
+            f"({summary['reward_wait_s']:.0f} s waiting for rewards); model: {summary['final_model']}; "
+            f"pool: {summary['pool_valid']} valid of {summary['pool_size']} modules in {run_dir / 'pool.sqlite'}; "
             f"metrics: {run_dir / 'metrics.jsonl'}",
             highlight=False,
         )

@@ -1,15 +1,25 @@
-"""Coder training with TRL's GRPOTrainer and rewards from the sandboxed evaluator.
+"""Coder and Proposer training with TRL's GRPOTrainer and rewards from sandboxed workers.
 
-Problems become a prompt dataset (the Coder prompts of ``kz_core.prompts``, one row per
-problem, with its name as a column the reward function reads). The reward function is
+Coder: problems become a prompt dataset (the Coder prompts of ``kz_core.prompts``, one row
+per problem, with its name as a column the reward function reads). The reward function is
 :class:`kz_policy_hf.rewards.CoderReward`: evaluator results shaped by the
-``shape_rewards`` hook (CA-GRPO by default). TRL's option names pass straight through
-(``train.num_generations``, ``loss_type``, ``beta``, ``epsilon``, ``scale_rewards``, and any
-other through ``train.extra``); LoRA through peft is an option. Checkpoints go to
-``<run dir>/checkpoints`` every ``train.save_steps`` steps, and a re-run of the same run
-resumes from the last one. Every step appends one line to ``<run dir>/metrics.jsonl``:
-loss, reward, correctness rate, CA-GRPO gate state, verdict counts and the share of the
-step's time spent waiting for rewards.
+``shape_rewards`` hook (CA-GRPO by default).
+
+Proposer: API sets drawn with the Coder's frontier (``kz_core.frontier.sample_api_sets``
+with the pool's statistics) become Proposer prompts, one row per set, with the set as the
+``apis`` column. The reward function is
+:class:`kz_policy_hf.proposer_rewards.ProposerReward`: validation, the Coder's samples on
+valid modules, learnability through ``shape_rewards``, minus a repetition penalty; every
+module goes to the run's pool (``pool.sqlite``).
+
+TRL's option names pass straight through (``train.num_generations``, ``loss_type``,
+``beta``, ``epsilon``, ``scale_rewards``, and any other through ``train.extra``); LoRA
+through peft is an option. Checkpoints go to ``<run dir>/checkpoints`` every
+``train.save_steps`` steps, and a re-run of the same run resumes from the last one. Every
+step appends one line to ``<run dir>/metrics.jsonl``: for the Coder, loss, reward,
+correctness rate, CA-GRPO gate state, verdict counts and the share of the step's time
+spent waiting for rewards; for the Proposer, loss, reward, valid share, invalid modules
+by reason, the Coder's correctness on valid modules and the waiting share.
 """
 
 from __future__ import annotations
@@ -22,10 +32,11 @@ from typing import Any
 from loguru import logger
 
 from kz_core.model import Problem
-from kz_core.prompts import coder_prompt
+from kz_core.prompts import coder_prompt, proposer_prompt
 
 from kz_policy_hf.errors import PolicyError
 from kz_policy_hf.loading import model_source, resolve_device
+from kz_policy_hf.proposer_rewards import API_SEPARATOR, ProposerReward
 from kz_policy_hf.rewards import CoderReward
 
 
@@ -37,6 +48,17 @@ def prompt_dataset(problems: list[Problem], config: Any) -> Any:
     for problem in problems:
         prompt = coder_prompt(problem, config.eval.backend, config.policy)
         rows.append({"prompt": [{"role": m.role, "content": m.content} for m in prompt.messages], "problem": problem.name})
+    return Dataset.from_list(rows)
+
+
+def proposer_dataset(api_sets: list[tuple[str, ...]], config: Any) -> Any:
+    """One conversational Proposer prompt per API set, with the set as the ``apis`` column."""
+    from datasets import Dataset
+
+    rows = []
+    for apis in api_sets:
+        prompt = proposer_prompt(list(apis), config.policy)
+        rows.append({"prompt": [{"role": m.role, "content": m.content} for m in prompt.messages], "apis": API_SEPARATOR.join(apis)})
     return Dataset.from_list(rows)
 
 
@@ -86,7 +108,37 @@ def last_checkpoint(output_dir: Path) -> str | None:
     return str(checkpoints[-1]) if checkpoints else None
 
 
-def _metrics_callback(reward: CoderReward, path: Path) -> Any:
+def _coder_line(record: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    line = {
+        "correct_rate": record.get("correct_rate"),
+        "gate_open_groups": record.get("gate_open_groups"),
+        "groups": record.get("groups"),
+        "verdicts": record.get("verdicts"),
+        "speed_measured": record.get("speed_measured"),
+    }
+    message = "correct {:.0%} gate open {}/{}{}".format(
+        line["correct_rate"] or 0.0, line["gate_open_groups"], line["groups"],
+        "" if line["speed_measured"] else " (speed not measured: the speed term is 0)",
+    )
+    return line, message
+
+
+def _proposer_line(record: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    line = {
+        "valid_share": record.get("valid_share"),
+        "invalid_by_reason": record.get("invalid_by_reason"),
+        "coder_correct_rate": record.get("coder_correct_rate"),
+        "repetition_mean": record.get("repetition_mean"),
+    }
+    reasons = ", ".join(f"{reason} {count}" for reason, count in (line["invalid_by_reason"] or {}).items()) or "none"
+    rate = line["coder_correct_rate"]
+    message = "valid {:.0%} (invalid: {}) Coder correct on valid modules {}".format(
+        line["valid_share"] or 0.0, reasons, "-" if rate is None else f"{rate:.0%}"
+    )
+    return line, message
+
+
+def _metrics_callback(reward: Any, path: Path, describe: Any = _coder_line) -> Any:
     from transformers import TrainerCallback
 
     class MetricsToJsonl(TrainerCallback):
@@ -103,44 +155,30 @@ def _metrics_callback(reward: CoderReward, path: Path) -> Any:
                 return
             record = reward.step_log[-1] if reward.step_log else {}
             step_s = max(time.perf_counter() - self.step_started, 1e-9)
+            fields, message = describe(record)
             line = {
                 "step": state.global_step,
                 "loss": logs.get("loss"),
                 "reward": logs.get("reward", record.get("reward_mean")),
-                "correct_rate": record.get("correct_rate"),
-                "gate_open_groups": record.get("gate_open_groups"),
-                "groups": record.get("groups"),
-                "verdicts": record.get("verdicts"),
+                **fields,
                 "reward_wait_s": record.get("reward_wait_s"),
                 "reward_wait_share": min(1.0, record.get("reward_wait_s", 0.0) / step_s),
-                "speed_measured": record.get("speed_measured"),
                 "step_s": step_s,
             }
             with path.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(line) + "\n")
             logger.info(
-                "step {} loss {:.4f} reward {:.3f} correct {:.0%} gate open {}/{} waiting for rewards {:.0%}{}",
-                line["step"], line["loss"] or 0.0, line["reward"] or 0.0, line["correct_rate"] or 0.0,
-                line["gate_open_groups"], line["groups"], line["reward_wait_share"],
-                "" if line["speed_measured"] else " (speed not measured: the speed term is 0)",
+                "step {} loss {:.4f} reward {:.3f} {} waiting for rewards {:.0%}",
+                line["step"], line["loss"] or 0.0, line["reward"] or 0.0, message, line["reward_wait_share"],
             )
 
     return MetricsToJsonl()
 
 
-def train_coder(problems: list[Problem], config: Any, run_dir: Path, journal: Any = None) -> dict[str, Any]:
-    """Train the Coder with GRPO on ``problems``; returns a summary of the run.
-
-    :raises PolicyError: a bad option, or a model that cannot be loaded.
-    """
+def _load_for_training(config: Any, role: str) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOTrainer
 
-    if not problems:
-        raise PolicyError("no training problems: select some with --problems / problems.*")
-    device = resolve_device(config.policy.device)
-    on_gpu = device.type == "cuda"
-    source = model_source(config.policy, "coder")
+    source = model_source(config.policy, role)
     try:
         model = AutoModelForCausalLM.from_pretrained(source, local_files_only=Path(source).is_dir())
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=Path(source).is_dir())
@@ -148,21 +186,29 @@ def train_coder(problems: list[Problem], config: Any, run_dir: Path, journal: An
         raise PolicyError(f"cannot load the policy model {source!r} for training: {exc}") from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def _train(config: Any, run_dir: Path, role: str, reward: Any, dataset: Any, describe: Any) -> dict[str, Any]:
+    """GRPO steps for ``role`` with ``reward`` on ``dataset``; resumes; saves ``final/``."""
+    from trl import GRPOTrainer
+
+    on_gpu = resolve_device(config.policy.device).type == "cuda"
+    model, tokenizer = _load_for_training(config, role)
     peft_config = None
     if config.train.lora:
         from peft import LoraConfig
 
         peft_config = LoraConfig(r=config.train.lora_r, lora_alpha=config.train.lora_alpha, task_type="CAUSAL_LM")
     output_dir = run_dir / "checkpoints"
-    reward = CoderReward(problems, config, journal)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward],
         args=grpo_config(config, output_dir, on_gpu),
-        train_dataset=prompt_dataset(problems, config),
+        train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[_metrics_callback(reward, run_dir / "metrics.jsonl")],
+        callbacks=[_metrics_callback(reward, run_dir / "metrics.jsonl", describe)],
     )
     resume = last_checkpoint(output_dir)
     if resume:
@@ -180,3 +226,49 @@ def train_coder(problems: list[Problem], config: Any, run_dir: Path, journal: An
         "final_model": str(run_dir / "final"),
         "reward_wait_s": sum(entry["reward_wait_s"] for entry in reward.step_log),
     }
+
+
+def train_coder(problems: list[Problem], config: Any, run_dir: Path, journal: Any = None) -> dict[str, Any]:
+    """Train the Coder with GRPO on ``problems``; returns a summary of the run.
+
+    :raises PolicyError: a bad option, or a model that cannot be loaded.
+    """
+    if not problems:
+        raise PolicyError("no training problems: select some with --problems / problems.*")
+    reward = CoderReward(problems, config, journal)
+    return _train(config, run_dir, "coder", reward, prompt_dataset(problems, config), _coder_line)
+
+
+def proposer_rows(config: Any) -> int:
+    """Prompts the Proposer's dataset needs: one per GRPO group of every step."""
+    train = config.train
+    return max(1, train.max_steps * train.per_device_train_batch_size * train.gradient_accumulation_steps // max(1, train.num_generations))
+
+
+def train_proposer(config: Any, run_dir: Path, journal: Any = None) -> dict[str, Any]:
+    """Train the Proposer with GRPO (learnability rewards); returns a summary of the run.
+
+    API sets are drawn once, at the start, weighted by the frontier of the run's pool
+    (``<run dir>/pool.sqlite``, where every proposed module is added).
+
+    :raises PolicyError: a bad option, or a model that cannot be loaded.
+    """
+    import random
+
+    from kz_core.frontier import sample_api_sets
+    from kz_core.proposer.catalog import api_catalog
+    from kz_core.proposer.pool import POOL_FILE, ModulePool
+
+    pool_path = run_dir / POOL_FILE
+    with ModulePool(pool_path) as pool:
+        stats = pool.stats()
+    proposer = config.proposer
+    try:
+        api_sets = sample_api_sets(api_catalog(), stats, proposer_rows(config), proposer.min_apis, proposer.max_apis, config.frontier, random.Random(config.run.seed))
+    except ValueError as exc:
+        raise PolicyError(f"cannot draw API sets: {exc}") from exc
+    reward = ProposerReward(config, pool_path, journal)
+    summary = _train(config, run_dir, "proposer", reward, proposer_dataset(api_sets, config), _proposer_line)
+    with ModulePool(pool_path) as pool:
+        summary.update(pool_size=len(pool), pool_valid=len(pool.entries(valid=True)))
+    return summary

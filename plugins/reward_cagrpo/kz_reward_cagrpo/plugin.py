@@ -87,7 +87,7 @@ def shape_rewards(role: str, results: Sequence[EvalResult], config: RewardConfig
 
     :raises kz_reward_cagrpo.settings.RewardConfigError: a ``reward`` setting out of range.
     """
-    if config.name != REWARD_NAME or role != CODER_ROLE:
+    if role != CODER_ROLE or getattr(config, "name", None) != REWARD_NAME:
         return None
     settings = settings_from_config(config)
     with _state.lock:
