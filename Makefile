@@ -21,14 +21,16 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	$(PY) -m pip install --quiet -e ".[test]" $(addprefix -e ,$(PLUGINS))
 	touch $(STAMP)
 
-# The main job on embedded defaults: the embedded SmolLM2 model writes Triton kernels for
-# two example problems, the sandboxed evaluator judges them (Triton's interpreter on a
-# machine without a GPU), and a pass@k report follows; then the honest example kernels
-# are evaluated, to show what correct ones look like.
+# The main job on embedded defaults: one short co-evolution round (kz train --preset demo)
+# with the embedded SmolLM2 model as Proposer and Coder: a Proposer GRPO step, new modules
+# validated into the pool, frontier statistics, a Coder GRPO step with CA-GRPO rewards
+# from the sandboxed evaluator (Triton's interpreter on a machine without a GPU), held-out
+# evaluation; it ends with the summary tables and the path of the HTML report. A re-run
+# resumes the same run (runs/coevolve-demo); `make demo DEMO_ARGS=run.name=again` starts anew.
+DEMO_ARGS ?=
 demo: $(STAMP)
 	$(VENV)/bin/kz plugins
-	$(VENV)/bin/kz generate --preset demo --n 2 --eval
-	$(VENV)/bin/kz eval --problems examples --candidates examples/candidates/triton
+	$(VENV)/bin/kz train --preset demo $(DEMO_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -279,6 +279,38 @@ class ProposerConfig:
 
 
 @dataclass
+class CoevolveConfig:
+    # Co-evolution rounds (`kz train`); each round trains the Proposer, refreshes the pool,
+    # gathers frontier statistics, trains the Coder and evaluates it on held-out problems.
+    rounds: int = 3
+    # Proposer GRPO steps per round (train.max_steps of the Proposer's phase); 0: skip.
+    proposer_steps: int = 4
+    # Coder GRPO steps per round on the frontier modules (train.max_steps of the Coder's
+    # phase); 0: skip.
+    coder_steps: int = 8
+    # Modules the current Proposer writes per round for the pool (validated first).
+    modules_per_round: int = 8
+    # Coder samples per valid pool module that has no Coder statistics yet (the frontier's
+    # pass-rate estimates).
+    coder_samples: int = 4
+    # Modules the frontier selects for each round's Coder training (select_frontier's k).
+    frontier_k: int = 8
+    # Problem source of the fixed held-out set (same forms as problems.source); these
+    # problems are never training problems.
+    heldout_source: str = "examples"
+    # Held-out problem ids within heldout_source, e.g. "4-6"; empty: every problem.
+    heldout_ids: str = "4-6"
+    # Coder samples per held-out problem each round (n of pass@n; at least 1).
+    heldout_samples: int = 4
+    # One model with two roles (true: each phase trains the latest model, whatever its
+    # role) or separate Proposer and Coder checkpoints (false).
+    shared_model: bool = False
+    # Add the problems of problems.* (held-out ones left out) to the pool before round 1,
+    # so that the Coder has modules to train on before the Proposer writes valid ones.
+    seed_problems: bool = True
+
+
+@dataclass
 class KzConfig:
     run: RunConfig = field(default_factory=RunConfig)
     log: LogConfig = field(default_factory=LogConfig)
@@ -289,6 +321,7 @@ class KzConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     frontier: FrontierConfig = field(default_factory=FrontierConfig)
     proposer: ProposerConfig = field(default_factory=ProposerConfig)
+    coevolve: CoevolveConfig = field(default_factory=CoevolveConfig)
 
 
 PRESET_PACKAGE = "kz_core.presets"

@@ -79,12 +79,30 @@ def format_error_result(sample: Sample, problem: Problem | None) -> EvalResult:
     )
 
 
-def evaluate_samples(samples: Sequence[Sample], evaluator: Any, progress: Callable[[EvalResult], None] | None = None) -> list[EvalResult]:
-    """One result per sample, in order: evaluated candidates, and format errors for the rest
-    (journaled too, when the evaluator has a journal)."""
+def sample_journal_key(sample: Sample, evaluator: Any) -> str:
+    """The key of ``sample``'s result in the evaluator's journal: the evaluator's own key for
+    a candidate, and one of the reply's text for a reply without a candidate."""
     from kz_core.evaluate.journal import result_key
     from kz_core.model import content_hash
 
+    candidate = sample.candidate
+    if candidate is not None:
+        return evaluator.journal_key(candidate)
+    problem = evaluator.problems.get(sample.problem)
+    return result_key(problem.content_hash if problem else "", content_hash(sample.text), sample.backend, "no_candidate")
+
+
+def journaled_count(samples: Sequence[Sample], evaluator: Any) -> int:
+    """How many of ``samples`` already have a result in the evaluator's journal (0 without
+    a journal, or with ``eval.cache`` off): the evaluations a re-run reuses."""
+    if evaluator.journal is None or not evaluator.config.cache:
+        return 0
+    return sum(evaluator.journal.get(sample_journal_key(sample, evaluator)) is not None for sample in samples)
+
+
+def evaluate_samples(samples: Sequence[Sample], evaluator: Any, progress: Callable[[EvalResult], None] | None = None) -> list[EvalResult]:
+    """One result per sample, in order: evaluated candidates, and format errors for the rest
+    (journaled too, when the evaluator has a journal)."""
     candidates = [s.candidate for s in samples if s.candidate is not None]
     evaluated = iter(evaluator.evaluate(candidates, progress=progress))
     results = []
@@ -94,7 +112,7 @@ def evaluate_samples(samples: Sequence[Sample], evaluator: Any, progress: Callab
             continue
         result = format_error_result(sample, evaluator.problems.get(sample.problem))
         if evaluator.journal is not None:
-            evaluator.journal.put(result_key(result.problem_hash, content_hash(sample.text), sample.backend, "no_candidate"), result)
+            evaluator.journal.put(sample_journal_key(sample, evaluator), result)
         if progress is not None:
             progress(result)
         results.append(result)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the specs' types, without importing click or torch at start
     import click
 
     from kz_core.backend import CompiledCandidate, CompileFailure, RunOutput
-    from kz_core.config import PolicyConfig, RewardConfig
+    from kz_core.config import KzConfig, PolicyConfig, RewardConfig
     from kz_core.model import (
         ApiSpec,
         BackendInfo,
@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the specs' types, without importing click or torch at start
         Problem,
         Prompt,
         Tolerance,
+        TrainingSummary,
     )
     from kz_core.problems.base import ProblemSource
 
@@ -225,4 +226,30 @@ def select_frontier(stats: Sequence[ModuleStats], k: int, config: Any) -> Fronti
     :param k: how many modules to choose.
     :param config: the ``frontier`` config section.
     :returns: a :class:`~kz_core.model.FrontierSelection`, or None.
+    """
+
+
+@hookspec(firstresult=True)
+def train_policy(role: str, items: Sequence[Any], config: KzConfig, run_dir: Path) -> TrainingSummary | None:
+    """Train a policy for one role, starting from its current model, with rewards from kz.
+
+    Answer when ``config.policy.sampler`` names your sampler (the plugin that samples a
+    model also trains it); return None otherwise. Train for ``config.train.max_steps``
+    optimizer steps (the ``train`` section's other options too), starting from the role's
+    model in the ``policy`` section (``proposer_model`` for the Proposer when set, else
+    ``model``). Write checkpoints, a ``metrics.jsonl`` with one line per step (at least
+    ``step``, ``loss``, ``reward``) and the trained model into ``run_dir``; a call with the
+    same ``run_dir`` after an interruption resumes from the last checkpoint. The
+    co-evolution loop (``kz train``) calls this once per phase and round. Stops at the
+    first non-None result.
+
+    :param role: ``"coder"`` or ``"proposer"``.
+    :param items: for the Coder, the training problems (:class:`~kz_core.model.Problem`;
+        rewards: the evaluator's results shaped by ``shape_rewards``, role ``coder``); for the
+        Proposer, API sets (tuples of catalog API names) to prompt with (rewards:
+        ``shape_rewards``, role ``proposer``, from the Coder's results on the modules).
+    :param config: the resolved kz config (:class:`kz_core.config.KzConfig`).
+    :param run_dir: the folder this training run owns (created when missing).
+    :returns: a :class:`~kz_core.model.TrainingSummary` whose ``model_path`` holds the
+        trained model, or None.
     """

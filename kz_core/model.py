@@ -169,6 +169,9 @@ class RuntimeStats:
     :ivar trials: number of timed trials.
     :ivar clock: ``"cuda_events"`` on a GPU, ``"cpu"`` for host wall-clock timings, which
         are never turned into speedups.
+    :ivar overhang_ms: on a GPU, the most work (milliseconds) any trial left running after
+        the current stream's end event, on other streams; it is added to that trial's time
+        (see :mod:`kz_core.evaluate.timing`).
     """
 
     median_ms: float
@@ -176,6 +179,7 @@ class RuntimeStats:
     min_ms: float
     trials: int
     clock: str
+    overhang_ms: float = 0.0
 
 
 @attrs.frozen
@@ -372,3 +376,22 @@ class FrontierSelection:
     modules: tuple[str, ...] = ()
     api_sets: tuple[tuple[str, ...], ...] = ()
     scores: dict[str, float] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class TrainingSummary:
+    """What one training run of a policy (``train_policy`` hook) did.
+
+    :ivar role: ``coder`` or ``proposer``.
+    :ivar steps: optimizer steps the run reached (its global step, resumed steps included).
+    :ivar seconds: wall-clock seconds this call spent training.
+    :ivar model_path: the trained model's folder (or model id), ready for sampling and
+        for further training.
+    :ivar reward_wait_s: seconds of that time spent waiting for rewards (the evaluator).
+    """
+
+    role: str
+    steps: int
+    seconds: float
+    model_path: str
+    reward_wait_s: float = 0.0

@@ -20,7 +20,7 @@ maybe_float = st.none() | st.floats(allow_nan=False, width=64)  # infinities all
 small_int = st.integers(min_value=0, max_value=10**6)
 
 findings = st.builds(model.Finding, check=text, message=text, severity=st.sampled_from(model.Severity), line=st.none() | small_int)
-runtime_stats = st.builds(model.RuntimeStats, median_ms=finite, iqr_ms=finite, min_ms=finite, trials=small_int, clock=st.sampled_from(["cuda_events", "cpu"]))
+runtime_stats = st.builds(model.RuntimeStats, median_ms=finite, iqr_ms=finite, min_ms=finite, trials=small_int, clock=st.sampled_from(["cuda_events", "cpu"]), overhang_ms=finite)
 environments = st.builds(model.Environment, device=text, device_name=text, python=text, torch=text, backend_version=text, driver=text)
 timings = st.builds(model.StageTimings, static_s=maybe_float, compile_s=maybe_float, correctness_s=maybe_float, timing_s=maybe_float, total_s=maybe_float)
 messages = st.builds(model.ChatMessage, role=st.sampled_from(["system", "user", "assistant"]), content=text)
@@ -64,6 +64,9 @@ STRATEGIES = {
     model.Completion: st.builds(model.Completion, prompt_id=text, role=text, text=text, sample_index=small_int, tokens=small_int),
     model.ModuleStats: st.builds(
         model.ModuleStats, module=text, apis=st.lists(text, max_size=3).map(tuple), samples=small_int, correct=small_int, best_speedup=maybe_float
+    ),
+    model.TrainingSummary: st.builds(
+        model.TrainingSummary, role=st.sampled_from(["coder", "proposer"]), steps=small_int, seconds=finite, model_path=text, reward_wait_s=finite
     ),
     model.FrontierSelection: st.builds(
         model.FrontierSelection,

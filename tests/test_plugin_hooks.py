@@ -27,6 +27,7 @@ from kz_core.model import (
     Problem,
     Prompt,
     Tolerance,
+    TrainingSummary,
     Verdict,
 )
 from kz_core.plugins import get_plugin_manager
@@ -200,3 +201,21 @@ def test_doc_select_frontier(example_plugin):
     config = types.SimpleNamespace(name="half")
     selection = get_plugin_manager().hook.select_frontier(stats=stats, k=1, config=config)
     assert selection == FrontierSelection(modules=("half",), scores={"half": 0.25})
+
+
+def test_doc_train_policy(example_plugin, tmp_path):
+    import json
+
+    example_plugin("train_policy")
+    pm = get_plugin_manager()
+    config = load_config(None, ["policy.sampler=echo", "policy.model=my-coder", "policy.proposer_model=my-proposer", "train.max_steps=3"])
+    summary = pm.hook.train_policy(role="coder", items=[Problem("p", "")], config=config, run_dir=tmp_path / "coder")
+    assert summary == TrainingSummary(role="coder", steps=3, seconds=0.0, model_path="my-coder")
+    lines = [json.loads(line) for line in (tmp_path / "coder" / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1, 2, 3] and lines[0]["items"] == 1
+    summary = pm.hook.train_policy(role="proposer", items=[("torch.relu",)], config=config, run_dir=tmp_path / "proposer")
+    assert summary.role == "proposer" and summary.model_path == "my-proposer"
+    # First result: a config naming another sampler is not this plugin's to train.
+    other = load_config(None, ["policy.sampler=nobody"])
+    assert pm.hook.train_policy(role="coder", items=[], config=other, run_dir=tmp_path / "other") is None
+

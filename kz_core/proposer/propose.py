@@ -83,6 +83,7 @@ def propose_round(
     *,
     device: str | None = None,
     validator: ModuleValidator | None = None,
+    round_number: int | None = None,
 ) -> tuple[list[ModuleValidation], RoundSummary]:
     """Propose ``count`` modules, validate them and add them all to ``pool``.
 
@@ -91,13 +92,15 @@ def propose_round(
     :param pm: the plugin manager.
     :param device: where modules are validated (None: ``eval.device``).
     :param validator: a running validator to reuse (None: one for this call).
+    :param round_number: the round the modules are stored under (None: the pool's next).
     :returns: the validations, in API-set order, and the round's summary.
     """
     from kz_core.frontier import sample_api_sets
     from kz_core.proposer.catalog import api_catalog
 
     catalog = api_catalog()
-    round_number = pool.next_round()
+    if round_number is None:
+        round_number = pool.next_round()
     rng = random.Random(f"{config.run.seed}:{round_number}")
     proposer = config.proposer
     api_sets = sample_api_sets(catalog, pool.stats(), count, proposer.min_apis, proposer.max_apis, config.frontier, rng)

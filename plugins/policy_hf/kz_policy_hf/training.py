@@ -245,13 +245,15 @@ def proposer_rows(config: Any) -> int:
     return max(1, train.max_steps * train.per_device_train_batch_size * train.gradient_accumulation_steps // max(1, train.num_generations))
 
 
-def train_proposer(config: Any, run_dir: Path, journal: Any = None) -> dict[str, Any]:
+def train_proposer(config: Any, run_dir: Path, journal: Any = None, api_sets: list[tuple[str, ...]] | None = None) -> dict[str, Any]:
     """Train the Proposer with GRPO (learnability rewards); returns a summary of the run.
 
-    API sets are drawn once, at the start, weighted by the frontier of the run's pool
-    (``<run dir>/pool.sqlite``, where every proposed module is added).
+    Every module written while training is added to ``<run dir>/pool.sqlite``.
 
-    :raises PolicyError: a bad option, or a model that cannot be loaded.
+    :param api_sets: the API sets to prompt with, one dataset row each (the co-evolution
+        loop draws them from its own pool); None: drawn once, at the start, weighted by
+        the frontier of the run's pool, as many as :func:`proposer_rows` says.
+    :raises PolicyError: a bad option, no API sets, or a model that cannot be loaded.
     """
     import random
 
@@ -260,13 +262,17 @@ def train_proposer(config: Any, run_dir: Path, journal: Any = None) -> dict[str,
     from kz_core.proposer.pool import POOL_FILE, ModulePool
 
     pool_path = run_dir / POOL_FILE
-    with ModulePool(pool_path) as pool:
-        stats = pool.stats()
-    proposer = config.proposer
-    try:
-        api_sets = sample_api_sets(api_catalog(), stats, proposer_rows(config), proposer.min_apis, proposer.max_apis, config.frontier, random.Random(config.run.seed))
-    except ValueError as exc:
-        raise PolicyError(f"cannot draw API sets: {exc}") from exc
+    if api_sets is None:
+        with ModulePool(pool_path) as pool:
+            stats = pool.stats()
+        proposer = config.proposer
+        try:
+            api_sets = sample_api_sets(api_catalog(), stats, proposer_rows(config), proposer.min_apis, proposer.max_apis, config.frontier, random.Random(config.run.seed))
+        except ValueError as exc:
+            raise PolicyError(f"cannot draw API sets: {exc}") from exc
+    api_sets = [tuple(apis) for apis in api_sets if apis]
+    if not api_sets:
+        raise PolicyError("no API sets to prompt the Proposer with: each needs at least one API name")
     reward = ProposerReward(config, pool_path, journal)
     summary = _train(config, run_dir, "proposer", reward, proposer_dataset(api_sets, config), _proposer_line)
     with ModulePool(pool_path) as pool:

@@ -72,3 +72,14 @@ def test_two_grpo_steps_of_the_smoke_preset_then_resume(tmp_path):
     again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming from" in again.stderr and "checkpoint-2" in again.stderr
+
+
+def test_train_policy_answers_for_its_samplers_only_and_checks_the_role(tmp_path):
+    from kz_policy_hf.errors import PolicyError
+    from kz_policy_hf.plugin import train_policy
+
+    other = load_config("smoke", ["policy.sampler=someone-else"])
+    assert train_policy(role="coder", items=[], config=other, run_dir=tmp_path / "a") is None
+    assert not (tmp_path / "a").exists()  # nothing written for a sampler that is not ours
+    with pytest.raises(PolicyError, match="unknown policy role 'critic'"):
+        train_policy(role="critic", items=[], config=load_config("smoke"), run_dir=tmp_path / "b")

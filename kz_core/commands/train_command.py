@@ -1,0 +1,122 @@
+"""``kz train``: co-evolution of the Proposer and the Coder (``kz_core/coevolve.py``).
+
+The core owns the ``train`` group and registers it before any plugin (``tryfirst``), so
+that plugins add their subcommands to it: kz-policy-hf adds ``kz train coder`` and
+``kz train proposer``. Without a subcommand, ``kz train [--preset NAME] [key=value ...]``
+runs (or resumes) co-evolution rounds in the run directory, then prints the summary
+table, one row per round, and the path of the HTML report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from kz_core.hookspecs import hookimpl
+
+#: Run name when ``run.name`` is empty (``-<preset>`` is appended), so that re-running the
+#: same command resumes the same run.
+DEFAULT_RUN_NAME = "coevolve"
+
+
+class TrainGroup(click.Group):
+    """A group that runs its own callback with ``key=value`` arguments when the first
+    argument names no subcommand, and hands everything to the subcommand when it does."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] in self.commands:
+            super().parse_args(ctx, [])  # the group's own options keep their defaults
+            if hasattr(ctx, "_protected_args"):  # click >= 8.2
+                ctx._protected_args, ctx.args = args[:1], args[1:]
+            else:  # pragma: no cover - click 8.1
+                ctx.protected_args, ctx.args = args[:1], args[1:]
+            return ctx.args
+        return super().parse_args(ctx, args)
+
+
+def _percent(value: Any) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def rounds_table(rounds: list[dict[str, Any]]) -> Table:
+    """One row per round: the pool, the frontier, the held-out metrics."""
+    table = Table(title="kz train: co-evolution rounds (pass@k, fast_1: held-out problems)")
+    columns = ("round", "pool valid/all", "API cover", "0<p<1", "pass@1", "pass@k", "fast_1 eager", "fast_1 compile")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in rounds:
+        heldout, frontier = row.get("heldout", {}), row.get("frontier", {})
+        k = row.get("heldout_samples", {}).get("per_problem")
+        table.add_row(
+            str(row.get("round")),
+            f"{row.get('pool_valid', 0)} / {row.get('pool_size', 0)}",
+            _percent(frontier.get("api_coverage")),
+            _percent(frontier.get("intermediate_share")),
+            _percent(heldout.get("pass@1")),
+            _percent(heldout.get("pass@k")) + (f" (k={k})" if k else ""),
+            _percent(heldout.get("fast_1_eager")),
+            _percent(heldout.get("fast_1_compile")),
+        )
+    return table
+
+
+@hookimpl(tryfirst=True)
+def register_commands(cli):
+    @cli.group(name="train", cls=TrainGroup, invoke_without_command=True)
+    @click.option("--preset", default=None, metavar="NAME", help="A shipped preset's name or a YAML file's path.")
+    @click.option("-v", "--verbose", count=True, help="Show debug messages.")
+    @click.option("-q", "--quiet", count=True, help="Show warnings and errors only.")
+    @click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
+    @click.pass_context
+    def train(ctx: click.Context, preset: str | None, verbose: int, quiet: int, overrides: tuple[str, ...]) -> None:
+        """Co-evolve the Proposer and the Coder (coevolve.*); `kz train coder|proposer` trains one.
+
+        Each round: Proposer training, pool refresh, frontier statistics, Coder training on
+        the frontier, held-out evaluation. Re-running the same command resumes the run.
+        """
+        if ctx.invoked_subcommand is not None:
+            return
+        from omegaconf import OmegaConf
+
+        from kz_core.cli import KzUsageError, resolve_config, stderr, stdout
+        from kz_core.coevolve import CoevolveError, run_coevolution
+        from kz_core.evaluate import EvaluatorError
+        from kz_core.generate import PolicyUnavailableError
+        from kz_core.logs import console_level, setup_logging
+        from kz_core.report import load_run, summary_rows, write_report
+        from kz_core.rundir import open_run_dir
+
+        config = resolve_config(preset, overrides)
+        root = ctx.find_root().obj or {}
+        setup_logging(console_level(verbose + root.get("verbose", 0), quiet + root.get("quiet", 0), default=config.log.level))
+        if not config.run.name:
+            name = DEFAULT_RUN_NAME + (f"-{Path(preset).stem}" if preset else "")
+            config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"run.name={name}"]))
+        run_dir = open_run_dir(config, command="kz train")
+        stderr.print(f"co-evolution: {config.coevolve.rounds} rounds in {run_dir}", highlight=False)
+        try:
+            rounds = run_coevolution(config, run_dir)
+        except (CoevolveError, PolicyUnavailableError, EvaluatorError, ValueError) as exc:
+            raise KzUsageError(str(exc)) from exc
+        except Exception as exc:  # a policy plugin's own error (no model, bad option) says what to do
+            if type(exc).__name__ == "PolicyError":
+                raise KzUsageError(str(exc)) from exc
+            raise
+        try:
+            page = write_report(run_dir)
+        except ImportError as exc:  # matplotlib is a dependency, but an image may lack it
+            stderr.print(f"the rounds are done, but the report was not written ({exc}): install matplotlib, then run `kz report {run_dir}`")
+            page = None
+        summary = Table(title="kz run summary")
+        summary.add_column("")
+        summary.add_column("value", justify="right")
+        for label, value in summary_rows(load_run(run_dir)):
+            summary.add_row(label, value)
+        stdout.print(summary)
+        if rounds:
+            stdout.print(rounds_table(rounds))
+        if page is not None:
+            stderr.print(f"report: {page}", highlight=False)
