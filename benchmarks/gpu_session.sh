@@ -5,9 +5,10 @@
 # (../shared/tools/device-wheels.sh), KernelBench's problems.jsonl from .kb/, the embedded
 # model's GGUF in two halves from .model/p1 and .model/p2 (../shared/tools/device-smollm2.sh).
 # Results go to $OUT (default: ./gpu-results). Usage:
-#   benchmarks/gpu_session.sh setup tests bench-eval bench-cuda
-#   benchmarks/gpu_session.sh setup model sampling train-coder
+#   benchmarks/gpu_session.sh model-p1 setup tests bench-cuda      (one call, carrying .model/p1)
+#   benchmarks/gpu_session.sh setup model sampling train-coder bench-eval   (the next, carrying .model/p2)
 #   benchmarks/gpu_session.sh setup coevolve
+# Stage time limits (seconds) come from KZ_<STAGE>_S, e.g. KZ_COEVOLVE_S=420.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
 SITE=${KZ_SITE:-$HOME/kz-site}
@@ -24,6 +25,8 @@ stage() {  # stage NAME COMMAND...: run one stage, log to $OUT/NAME.log, never s
   local started=$SECONDS
   "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
+  # A stage killed by its time limit may leave evaluation workers behind: end them.
+  grep -l KZ_WORKER_MARKER= /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | xargs -r kill -9 2>/dev/null
   echo "== $name: rc=$rc in $((SECONDS - started)) s" | tee -a "$OUT/stages.txt"
   tail -n 25 "$OUT/$name.log"
 }
@@ -55,17 +58,18 @@ for what in "$@"; do
     setup) setup ;;
     model-p1) mkdir -p "$HOME/smol" && cp .model/p1/* "$HOME/smol/" && ls -la "$HOME/smol" ;;
     model) stage model model ;;
-    tests) stage tests $PY -m pytest -m gpu tests/evaluate plugins -q -rs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" ;;
+    tests) stage tests timeout "${KZ_TESTS_S:-420}" $PY -m pytest -m gpu tests/evaluate plugins -q -rs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" ;;
     bench-eval)
-      stage eval_throughput timeout 240 $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl --level 1 --device cuda --workers 4 --out "$OUT/eval_throughput.json"
-      stage timing_spread timeout 120 $PY benchmarks/timing_spread.py --device cuda --repeats 6 --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
-    bench-cuda) stage cuda_compile timeout 300 $PY benchmarks/cuda_compile.py --out "$OUT/cuda_compile.json" ;;
-    sampling) stage sampling timeout 240 $PY benchmarks/sampling_throughput.py --problems .kb/problems.jsonl --level 1 --prompts 8 --n 8 --batch-sizes 8 --out "$OUT/sampling.json" ;;
+      stage eval_throughput timeout "${KZ_EVAL_S:-150}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl --level 1 --limit "${KZ_EVAL_LIMIT:-40}" --device cuda --workers 4 --out "$OUT/eval_throughput.json"
+      stage timing_spread timeout "${KZ_SPREAD_S:-80}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
+    bench-cuda) stage cuda_compile timeout "${KZ_CUDA_S:-200}" $PY benchmarks/cuda_compile.py --out "$OUT/cuda_compile.json" ;;
+    sampling) stage sampling timeout "${KZ_SAMPLING_S:-120}" $PY benchmarks/sampling_throughput.py --problems .kb/problems.jsonl --level 1 --prompts 8 --n 8 --batch-sizes 8 --out "$OUT/sampling.json" ;;
     train-coder)
-      stage train_coder timeout 420 $PY -m kz_core.cli train coder --preset h200 --problems examples run.root="$RUNS" run.name=coder-h200
+      stage train_coder timeout "${KZ_TRAIN_S:-240}" $PY -m kz_core.cli train coder --preset h200 --problems examples \
+        run.root="$RUNS" run.name=coder-h200 train.max_completion_length="${KZ_TRAIN_TOKENS:-256}"
       cp "$RUNS/coder-h200/metrics.jsonl" "$OUT/train_coder_metrics.jsonl" 2>/dev/null ;;
     coevolve)
-      stage coevolve timeout "${KZ_COEVOLVE_S:-500}" $PY -m kz_core.cli train --preset h200 run.root="$RUNS" run.name=coevolve-h200
+      stage coevolve timeout "${KZ_COEVOLVE_S:-420}" $PY -m kz_core.cli train --preset h200 run.root="$RUNS" run.name=coevolve-h200
       # Everything but checkpoints and models comes back; `kz report` runs where matplotlib is.
       (cd "$RUNS" && find coevolve-h200 -type f -size -40M -not -path '*/checkpoints/*' -not -path '*/final/*' \
         -not -name '*.safetensors' -not -name '*.bin' -not -name '*.pt' | tar -czf "$OUT/coevolve-h200.tar.gz" -T -) ;;

@@ -38,7 +38,8 @@ class CompileFailure:
     :ivar message: one line for people, e.g. ``"NVRTC: 2 errors"``.
     :ivar log: the compiler's full log, with line numbers of the candidate's source.
     :ivar verdict: ``compile_error`` for compiler errors, ``format_error`` for a source
-        without ``ModelNew``.
+        without ``ModelNew``, ``runtime_error`` when this machine cannot compile it at all
+        (a missing toolchain: not the candidate's fault; reported as ``not_run``).
     :ivar line: 1-based line of the first error in the candidate's source, when known.
     """
 

@@ -73,6 +73,7 @@ def register_commands(cli):
             for result in results:
                 logs = [f.message for f in result.findings if f.check == "compile_error" and "\n" in f.message]
                 for log in logs:
-                    stdout.print(f"[bold]{result.problem} / {result.sample_id}[/bold]\n{log}", highlight=False)
+                    stdout.print(f"[bold]{result.problem} / {result.sample_id}[/bold]", highlight=False)
+                    stdout.print(log, highlight=False, markup=False)  # compiler logs hold [i] and the like
         counts = Counter(r.status for r in results)
         stderr.print(", ".join(f"{status} {count}" for status, count in sorted(counts.items())) + " (compiled means compiled, not run)", highlight=False)

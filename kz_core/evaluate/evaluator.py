@@ -272,6 +272,7 @@ class Evaluator:
             for future in concurrent.futures.as_completed(futures):
                 evaluated = future.result()
                 compiled = evaluated.verdict is Verdict.CORRECT
+                notes = "; ".join(f.message for f in evaluated.findings if f.check == "backend")
                 result = CheckResult(
                     problem=evaluated.problem,
                     sample_id=evaluated.sample_id,
@@ -279,7 +280,7 @@ class Evaluator:
                     status="compiled" if compiled else evaluated.verdict.value,
                     findings=evaluated.findings,
                     compile_s=evaluated.timings.compile_s,
-                    message="compiled; not run (kz check runs nothing)" if compiled else evaluated.message,
+                    message=f"compiled{f' ({notes})' if notes else ''}; not run (kz check runs nothing)" if compiled else evaluated.message,
                 )
                 results[futures[future]] = result
                 if progress is not None:
@@ -337,9 +338,12 @@ class Evaluator:
         if reply.get("failure"):
             compile_failure = reply["failure"]
             message = compile_failure["message"] + (f"\n{compile_failure['log']}" if compile_failure.get("log") else "")
-            check = "syntax_error" if compile_failure["verdict"] == Verdict.FORMAT_ERROR.value and "syntax" in compile_failure["message"] else (
-                "no_model_new" if compile_failure["verdict"] == Verdict.FORMAT_ERROR.value else "compile_error"
-            )
+            if compile_failure["verdict"] == Verdict.FORMAT_ERROR.value:
+                check = "syntax_error" if "syntax" in compile_failure["message"] else "no_model_new"
+            elif compile_failure["verdict"] == Verdict.RUNTIME_ERROR.value:
+                check = "not_run"  # this machine cannot compile it (no toolchain): not the candidate's fault
+            else:
+                check = "compile_error"
             findings.append(Finding(check, message, line=compile_failure.get("line")))
             return self._finish(candidate, problem, findings, started, timings=timings, environment=environment)
         findings += [Finding("backend", note, Severity.INFO) for note in reply.get("notes", [])]

@@ -330,38 +330,90 @@ def torch_compute_ops(event_names: list[str]) -> list[str]:
 
 @attrs.define
 class Profile:
-    """What the profiler saw: aten op names, and the CUDA streams kernels ran on."""
+    """What the profiler saw: aten op names, the CUDA kernels that ran (one name per
+    launch, as the trace spells it) and the CUDA streams they ran on."""
 
     op_names: list[str] = attrs.field(factory=list)
     kernel_streams: set[int] = attrs.field(factory=set)
+    kernel_names: list[str] = attrs.field(factory=list)
+
+
+@attrs.define
+class _Recording:
+    """One :func:`profiled` block that is open: where its events go."""
+
+    profile: Profile
+    on_gpu: bool
+    trace_path: Path
+
+
+#: The :func:`profiled` blocks open in this process, outermost first.
+_open_recordings: list[_Recording] = []
+#: The torch profiler recording for them now (one at a time: torch cannot nest them).
+_session: list[Any] = []
+
+
+def _start_session() -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if any(recording.on_gpu for recording in _open_recordings):
+        activities.append(ProfilerActivity.CUDA)
+    session = profile(activities=activities)
+    session.__enter__()
+    _session.append(session)
+
+
+def _stop_session() -> None:
+    """Stop the running torch profiler and give what it saw to every open block."""
+    session = _session.pop()
+    session.__exit__(None, None, None)
+    op_names = [event.name for event in session.events()]
+    streams: set[int] = set()
+    kernels: list[str] = []
+    innermost = _open_recordings[-1]
+    if any(recording.on_gpu for recording in _open_recordings):
+        session.export_chrome_trace(str(innermost.trace_path))
+        try:
+            trace = json.loads(innermost.trace_path.read_text())
+            for event in trace.get("traceEvents", []):
+                if event.get("cat") == "kernel":
+                    kernels.append(str(event.get("name", "")))
+                    if "stream" in event.get("args", {}):
+                        streams.add(int(event["args"]["stream"]))
+        finally:
+            innermost.trace_path.unlink(missing_ok=True)
+    for recording in _open_recordings:
+        recording.profile.op_names += op_names
+        recording.profile.kernel_names += kernels
+        recording.profile.kernel_streams |= streams
 
 
 @contextlib.contextmanager
 def profiled(device: str, trace_path: Path) -> Iterator[Profile]:
     """Profile the enclosed code; the yielded :class:`Profile` is filled on exit.
 
-    Kernel streams come from the Chrome trace (``"stream"`` of ``kernel`` events), written
-    to ``trace_path`` and removed again.
+    Kernel names and streams come from the Chrome trace (``kernel`` events), written to
+    ``trace_path`` and removed again. Blocks nest: torch runs one profiler at a time, so
+    an inner block stops the outer one's profiler, records its own code, and starts it
+    again; the outer block sees everything, the inner block its own part. (A backend
+    proving launches from a trace profiles inside the evaluator's profiled call.)
     """
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU]
-    on_gpu = device.startswith("cuda")
-    if on_gpu:
-        activities.append(ProfilerActivity.CUDA)
     result = Profile()
-    with profile(activities=activities) as prof:
+    if _session:
+        _stop_session()
+    _open_recordings.append(_Recording(result, device.startswith("cuda"), trace_path))
+    try:
+        _start_session()
         yield result
-    result.op_names = [event.name for event in prof.events()]
-    if on_gpu:
-        prof.export_chrome_trace(str(trace_path))
+    finally:
         try:
-            trace = json.loads(trace_path.read_text())
-            for event in trace.get("traceEvents", []):
-                if event.get("cat") == "kernel" and "stream" in event.get("args", {}):
-                    result.kernel_streams.add(int(event["args"]["stream"]))
+            if _session:
+                _stop_session()
         finally:
-            trace_path.unlink(missing_ok=True)
+            _open_recordings.pop()
+            if _open_recordings:
+                _start_session()
 
 
 CUDA_FATAL_MARKERS = (

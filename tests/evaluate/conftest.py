@@ -42,6 +42,19 @@ def cheat_id(path: Path) -> str:
     return f"{path.parent.name}/{path.stem}"
 
 
+def gpu_cheat_params(paths: list[Path]) -> list:
+    """``paths`` as pytest parameters for the GPU suites. cuda_inline cheats that must be
+    built (about a minute each) skip here: ``plugins/backend_cuda/tests/test_gpu_inline.py``
+    builds them in parallel and checks each against its header."""
+    reason = "cuda_inline cheats are built in one parallel batch and judged in plugins/backend_cuda/tests/test_gpu_inline.py"
+    return [
+        pytest.param(p, marks=pytest.mark.skip(reason=reason))
+        if cheat_header(p)["backend"] == "cuda_inline" and cheat_header(p)["gpu_only"] == "true"
+        else p
+        for p in paths
+    ]
+
+
 def cheat_candidate(path: Path) -> Candidate:
     header = cheat_header(path)
     return Candidate(problem=header["problem"], backend=header["backend"], code=path.read_text(), sample_id=cheat_id(path))

@@ -11,7 +11,7 @@ import pytest
 
 from kz_core.model import Severity, Verdict
 
-from .conftest import cheat_candidate, cheat_header, cheat_id, cheat_paths, example_candidates, wrong_output_family
+from .conftest import cheat_candidate, cheat_header, cheat_id, cheat_paths, example_candidates, gpu_cheat_params, wrong_output_family
 
 CPU_CHEATS = [
     pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="caught only by fuzzing at other sizes (kz fuzz, a later issue)"))
@@ -20,7 +20,7 @@ CPU_CHEATS = [
     for p in cheat_paths()
     if cheat_header(p)["gpu_only"] != "true"
 ]
-GPU_CHEATS = [p for p in cheat_paths() if cheat_header(p)["gpu_only"] == "true"]
+GPU_CHEATS = gpu_cheat_params([p for p in cheat_paths() if cheat_header(p)["gpu_only"] == "true"])
 
 
 @pytest.fixture(scope="module")

@@ -54,3 +54,30 @@ def test_storage_overlap():
     base = torch.zeros(10)
     assert execution.storages_overlap(base[2:5], base)
     assert not execution.storages_overlap(torch.zeros(3), base)
+
+
+def test_profiled_blocks_nest_the_outer_sees_everything(tmp_path):
+    # torch runs one profiler at a time: a nested torch.profiler.profile() would leave the
+    # outer one empty, hiding compute from the torch_compute_in_forward guard.
+    x = torch.randn(8, 8)
+    with execution.profiled("cpu", tmp_path / "outer.json") as outer:
+        torch.mm(x, x)
+        with execution.profiled("cpu", tmp_path / "inner.json") as inner:
+            torch.add(x, x)
+        torch.sub(x, x)
+    assert "aten::add" in inner.op_names
+    assert "aten::mm" not in inner.op_names and "aten::sub" not in inner.op_names
+    assert {"aten::mm", "aten::add", "aten::sub"} <= set(outer.op_names)
+    assert not execution._open_recordings and not execution._session
+    with execution.profiled("cpu", tmp_path / "again.json") as again:  # nothing left running
+        torch.mul(x, x)
+    assert "aten::mul" in again.op_names and "aten::add" not in again.op_names
+
+
+def test_profiled_closes_when_the_body_raises(tmp_path):
+    try:
+        with execution.profiled("cpu", tmp_path / "t.json"):
+            raise ValueError("boom")
+    except ValueError:
+        pass
+    assert not execution._open_recordings and not execution._session

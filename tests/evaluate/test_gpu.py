@@ -11,7 +11,7 @@ import pytest
 
 from kz_core.model import Candidate, Severity, Verdict
 
-from .conftest import cheat_candidate, cheat_header, cheat_id, cheat_paths, example_candidates, wrong_output_family
+from .conftest import cheat_candidate, cheat_header, cheat_id, cheat_paths, example_candidates, gpu_cheat_params, wrong_output_family
 
 pytestmark = pytest.mark.gpu
 
@@ -32,7 +32,7 @@ def test_gpu_examples_are_correct_timed_and_compared_with_baselines(gpu_examples
         assert result.environment.device_name and result.environment.device.startswith("cuda")
 
 
-@pytest.mark.parametrize("path", cheat_paths(), ids=cheat_id)
+@pytest.mark.parametrize("path", gpu_cheat_params(cheat_paths()), ids=cheat_id)
 def test_gpu_every_cheat_is_caught(path, gpu_evaluator):
     header = cheat_header(path)
     result = gpu_evaluator.evaluate([cheat_candidate(path)])[0]

@@ -11,22 +11,35 @@ from torch.utils.cpp_extension import load_inline
 
 cuda_source = r"""
 #include <torch/extension.h>
-#include <cuda_runtime.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
 
-__global__ void add_kernel(const float* a, const float* b, float* out, long long n) {
+__global__ void add_kernel(
+    const float* __restrict__ a,    // first input, n contiguous floats
+    const float* __restrict__ b,    // second input, n contiguous floats
+    float* __restrict__ out,        // output, n contiguous floats
+    long long n)                    // number of elements
+{
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = a[i] + b[i];
 }
 
 torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b) {
+    TORCH_CHECK(a.is_cuda() && b.is_cuda(), "add_cuda: inputs must be CUDA tensors");
+    TORCH_CHECK(a.scalar_type() == torch::kFloat32 && b.scalar_type() == torch::kFloat32, "add_cuda: inputs must be float32");
+    TORCH_CHECK(a.sizes() == b.sizes(), "add_cuda: inputs must have the same shape");
     auto a_c = a.contiguous();
     auto b_c = b.contiguous();
     auto out = torch::empty_like(a_c);
     long long n = a_c.numel();
+    if (n == 0) return out;
+    // A streaming elementwise kernel: 256 threads (8 warps) per block, one element each.
     const int threads = 256;
-    const int blocks = (int)((n + threads - 1) / threads);
-    add_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+    const long long blocks = (n + threads - 1) / threads;
+    // Launch on torch's current stream, so that the kernel is ordered with torch's work.
+    add_kernel<<<(unsigned int)blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
         a_c.data_ptr<float>(), b_c.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
 """
@@ -38,7 +51,6 @@ add_module = load_inline(
     cpp_sources=cpp_source,
     cuda_sources=cuda_source,
     functions=["add_cuda"],
-    extra_include_paths=[],
     verbose=False,
 )
 

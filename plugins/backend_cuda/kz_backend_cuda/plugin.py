@@ -1,10 +1,16 @@
 """The kz-backend-cuda plugin's hook implementations.
 
-Registration and static checks read source text in the caller. Compile and run of the
-``cuda`` backend (NVRTC through the kz CUDA API) are answered inside the evaluator's
-workers; cuda-python is imported lazily, so ``kz plugins`` never loads it. The
-``cuda_inline`` backend (KernelBench's load_inline format) is registered and checked, but
-not yet compiled or run: its workers answer no compile hook, and the evaluator says so.
+Registration and static checks read source text in the caller. Compile and run are
+answered inside the evaluator's workers, for both backends:
+
+- ``cuda``: NVRTC through the kz CUDA API (``compile.py``); launches are counted by the
+  API itself. cuda-python is imported lazily, so ``kz plugins`` never loads it.
+- ``cuda_inline``: KernelBench's ``load_inline`` format (``inline.py``). Each
+  ``load_inline`` call is built by a child process of the worker, cached by a hash of its
+  sources and flags, under a build timeout (``inline_build.py``); launches are the
+  declared ``__global__`` kernels found in the profiler's CUDA trace of each call
+  (``traces.py``). With torch built without CUDA the sources are compiled, not linked,
+  and the evaluator reports the candidate as compiled but not run.
 """
 
 from __future__ import annotations
@@ -47,20 +53,31 @@ def static_checks(candidate):
 
 
 @hookimpl
-def backend_compile(candidate, workdir):
-    if candidate.backend != NVRTC_BACKEND:
-        return None
-    from kz_backend_cuda.compile import compile_candidate
+def backend_compile(candidate, device, workdir):
+    if candidate.backend == NVRTC_BACKEND:
+        from kz_backend_cuda.compile import compile_candidate
 
-    return compile_candidate(candidate, workdir)
+        return compile_candidate(candidate, workdir)
+    if candidate.backend == INLINE_BACKEND:
+        from kz_backend_cuda import inline
+
+        return inline.compile_candidate(candidate, device, workdir)
+    return None
 
 
 @hookimpl
 def backend_run(compiled, model, inputs):
-    if compiled.backend != NVRTC_BACKEND:
-        return None
-    from kz_backend_cuda.api import LAUNCHES
+    if compiled.backend == NVRTC_BACKEND:
+        from kz_backend_cuda.api import LAUNCHES
 
-    before = LAUNCHES.count
-    outputs = model(*inputs)
-    return RunOutput(outputs=outputs, launches=LAUNCHES.count - before)
+        before = LAUNCHES.count
+        outputs = model(*inputs)
+        return RunOutput(outputs=outputs, launches=LAUNCHES.count - before)
+    if compiled.backend == INLINE_BACKEND:
+        from kz_backend_cuda.inline import candidate_kernels
+        from kz_backend_cuda.traces import count_declared_launches, traced_call
+
+        outputs, trace_kernels = traced_call(model, inputs)
+        launches = count_declared_launches(trace_kernels, candidate_kernels(compiled))
+        return RunOutput(outputs=outputs, launches=sum(launches.values()))
+    return None

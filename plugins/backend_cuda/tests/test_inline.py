@@ -1,0 +1,332 @@
+"""cuda_inline (KernelBench's load_inline format) on a CPU: building, caching, timeouts,
+compiler errors, and the honest "compiled, not run" outcome.
+
+The build machinery is tested with a stand-in build command (no CUDA toolkit needed); the
+tests marked ``slow`` build with the machine's real toolchain and expect what it allows:
+compiled but not linked where nvcc is found (torch is a CPU build here), "needs nvcc"
+where it is not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kz_core.backend import CompiledCandidate, CompileFailure
+from kz_core.model import Candidate, Verdict
+from kz_core.plugins import get_plugin_manager
+
+from kz_backend_cuda import inline, inline_build
+from kz_backend_cuda.api import CudaUnavailableError
+from kz_backend_cuda.inline_build import BuildRecord, Toolchain
+
+SIMPLE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <torch/extension.h>
+
+__global__ void add_kernel(const float* a, const float* b, float* out, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+
+torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b) {
+    auto out = torch::empty_like(a);
+    long long n = a.numel();
+    add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), n);
+    return out;
+}
+"""
+
+module = load_inline(name="kz_test_add", cpp_sources="torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b);", cuda_sources=cuda_source, functions=["add_cuda"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return module.add_cuda(a, b)
+'''
+BROKEN = SIMPLE.replace("out[i] = a[i] + b[i];", "out[i] = a[i] + c[i];")
+ARGUMENTS = {"name": "ext", "cpp_sources": "int f();", "cuda_sources": "__global__ void k(float* x) {}", "functions": ["f"]}
+FAKE_TOOLS = Toolchain(cuda_home="/opt/fake-cuda", nvcc="13.0", arch_list="9.0", torch_cuda="13.0")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KZ_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def fake_child(tmp_path, monkeypatch):
+    """Replace the build child with a script: ``fake_child(body)`` runs ``body`` with
+    ``request`` (the parsed request) and ``result`` (the result file's path) defined."""
+    monkeypatch.setattr(inline_build, "toolchain", lambda device: FAKE_TOOLS)
+
+    def install(body: str) -> None:
+        script = tmp_path / "fake_build.py"
+        script.write_text("import json, sys, time\nrequest = json.loads(open(sys.argv[1]).read())\nresult = sys.argv[2]\n" + textwrap.dedent(body))
+        monkeypatch.setattr(inline_build, "BUILD_COMMAND", (sys.executable, str(script)))
+
+    return install
+
+
+def compile_hook(code: str, tmp_path: Path):
+    workdir = tmp_path / "work"
+    workdir.mkdir(exist_ok=True)
+    return get_plugin_manager().hook.backend_compile(candidate=Candidate("1_vector_add", "cuda_inline", code), device="cpu", workdir=workdir)
+
+
+# -- keys and records -------------------------------------------------------------------------
+
+
+def test_build_key_follows_sources_flags_and_toolchain_only():
+    key = inline_build.build_key(ARGUMENTS, FAKE_TOOLS)
+    assert key == inline_build.build_key(dict(ARGUMENTS), FAKE_TOOLS)
+    changed = [
+        {**ARGUMENTS, "cuda_sources": "__global__ void k(float* y) {}"},
+        {**ARGUMENTS, "extra_cuda_cflags": ["-O3"]},
+        {**ARGUMENTS, "name": "other"},
+    ]
+    tools = [
+        Toolchain("/opt/fake-cuda", "13.0", "10.0", "13.0"),
+        Toolchain("/opt/fake-cuda", "12.8", "9.0", "13.0"),
+        Toolchain("/opt/fake-cuda", "13.0", "9.0", ""),  # torch without CUDA: compile only
+    ]
+    keys = {inline_build.build_key(arguments, FAKE_TOOLS) for arguments in changed}
+    keys |= {inline_build.build_key(ARGUMENTS, toolchain) for toolchain in tools}
+    assert key not in keys and len(keys) == len(changed) + len(tools)
+    assert inline_build.build_folder(key).parent == Path(os.environ["KZ_CACHE_DIR"]) / "torch_extensions"
+
+
+def test_the_stand_in_ignores_the_arguments_kz_decides(fake_child, monkeypatch):
+    fake_child("""
+    open(result, "w").write(json.dumps({"status": "checked", "message": "not linked"}))
+    """)
+    seen = []
+    original = inline_build.build
+    monkeypatch.setattr(inline_build, "build", lambda arguments, tools, timeout: seen.append(arguments) or original(arguments, tools, timeout))
+    inline.load_inline("ext", "int f();", "__global__ void k(float* x) {}", ["f"], build_directory="/tmp/elsewhere", verbose=True, use_pch=True)
+    inline.load_inline("ext", "int f();", "__global__ void k(float* x) {}", ["f"])
+    assert seen[0] == seen[1]
+    assert not {"build_directory", "verbose", "use_pch", "keep_intermediates"} & set(seen[0])
+    assert inline.EXTENSIONS[-1].kernels == ("k",) and inline.EXTENSIONS[-1].status == "checked"
+
+
+def test_a_finished_build_is_found_in_the_cache_without_building(fake_child):
+    fake_child("raise SystemExit('the child must not run for a cached build')")
+    folder = inline_build.build_folder(inline_build.build_key(ARGUMENTS, FAKE_TOOLS))
+    folder.mkdir(parents=True)
+    inline_build._write_record(folder, BuildRecord("failed", seconds=61.0, message="load_inline: 1 compiler error", log="cuda.cu(3): error: x"))
+    record = inline_build.build(ARGUMENTS, FAKE_TOOLS, timeout_s=5)
+    assert record.cached and record.status == "failed" and record.seconds == 61.0
+    inline_build._write_record(folder, BuildRecord("built", library=str(folder / "missing.so")))
+    assert inline_build.read_record(folder) is None  # a library that is gone is no cache hit
+
+
+def test_a_machine_without_nvcc_is_not_run_not_a_compile_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(inline_build, "find_cuda_home", lambda: "")
+    tools = inline_build.toolchain("cpu")
+    assert tools.problem.startswith("cuda_inline needs nvcc (CUDA_HOME) to build: none found")
+    failure = compile_hook(SIMPLE, tmp_path)
+    assert isinstance(failure, CompileFailure)
+    assert failure.verdict is Verdict.RUNTIME_ERROR  # reported as not_run by the evaluator
+    assert failure.message.startswith("cuda_inline needs nvcc (CUDA_HOME) to build: none found")
+
+
+def test_an_nvcc_of_another_major_release_than_torchs_cuda_cannot_build(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(inline_build, "find_cuda_home", lambda: "/opt/cuda-12")
+    monkeypatch.setattr(inline_build, "nvcc_release", lambda home: "12.4")
+    monkeypatch.setattr(inline_build.shutil, "which", lambda name, path=None: f"/usr/bin/{name}")
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    tools = inline_build.toolchain("cpu")
+    assert tools.problem == "cuda_inline needs an nvcc of torch's CUDA 13.0: /opt/cuda-12/bin/nvcc is release 12.4"
+    monkeypatch.setattr(inline_build, "nvcc_release", lambda home: "13.1")
+    assert inline_build.toolchain("cpu").problem == ""
+
+
+# -- timeouts -----------------------------------------------------------------------------------
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def test_run_child_kills_the_build_and_every_compiler_it_started(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    script = f"import subprocess, time\np = subprocess.Popen(['sleep', '60'])\nopen({str(pid_file)!r}, 'w').write(str(p.pid))\ntime.sleep(60)\n"
+    started = time.monotonic()
+    with pytest.raises(inline_build.BuildTimeout):
+        inline_build.run_child([sys.executable, "-c", script], dict(os.environ), 2.0, tmp_path / "out.log", tmp_path)
+    assert time.monotonic() - started < 20
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):
+        if _state(grandchild) in ("gone", "Z", "X"):
+            break
+        time.sleep(0.1)
+    assert _state(grandchild) in ("gone", "Z", "X")
+
+
+def test_a_build_past_the_timeout_is_a_compile_error_that_names_it(tmp_path, fake_child, monkeypatch):
+    fake_child("print('compiling main.cpp', flush=True)\ntime.sleep(60)")
+    monkeypatch.setattr(inline_build, "BUILD_TIMEOUT_S", 1.5)
+    started = time.monotonic()
+    failure = compile_hook(SIMPLE, tmp_path)
+    assert time.monotonic() - started < 30
+    assert isinstance(failure, CompileFailure) and failure.verdict is Verdict.COMPILE_ERROR
+    assert "ran past the cuda_inline build timeout (BUILD_TIMEOUT_S = 1.5 s" in failure.message
+    assert "kz_test_add" in failure.message and "compiling main.cpp" in failure.log
+
+
+def test_a_child_that_dies_without_a_result_is_reported(tmp_path, fake_child):
+    fake_child("print('segfault, say', flush=True)\nraise SystemExit(3)")
+    failure = compile_hook(SIMPLE, tmp_path)
+    assert isinstance(failure, CompileFailure) and failure.verdict is Verdict.COMPILE_ERROR
+    assert "exited with status 3 without a result" in failure.message and "segfault, say" in failure.log
+
+
+# -- compiler errors and results --------------------------------------------------------------
+
+
+def test_a_compiler_error_points_at_the_candidates_line(tmp_path, fake_child):
+    # cuda.cu line 9 is line 6 of the cuda source string (torch puts 3 lines before it).
+    fake_child("""
+    record = {"status": "failed", "message": "load_inline: 1 compiler error building extension 'kz_test_add': identifier \\"c\\" is undefined",
+              "log": "cuda.cu(9): error: identifier \\"c\\" is undefined", "source_file": "cuda.cu", "line": 9}
+    open(result, "w").write(json.dumps(record))
+    """)
+    failure = compile_hook(BROKEN, tmp_path)
+    expected = next(number for number, line in enumerate(BROKEN.splitlines(), start=1) if "c[i]" in line)
+    assert isinstance(failure, CompileFailure) and failure.verdict is Verdict.COMPILE_ERROR
+    assert failure.line == expected and f"candidate line {expected}" in failure.message
+    assert 'identifier "c" is undefined' in failure.log
+
+
+def test_source_location_maps_torchs_files_to_the_calls_sources():
+    arguments = {"cpp_sources": ["int a();", "int b();\nint c();"], "cuda_sources": "l1\nl2\nl3"}
+    assert inline.source_location(arguments, "main.cpp", 1) == ("", None)  # torch's include
+    assert inline.source_location(arguments, "main.cpp", 2) == ("int a();", 1)
+    assert inline.source_location(arguments, "main.cpp", 4) == ("int b();\nint c();", 2)
+    assert inline.source_location(arguments, "main.cpp", 9) == ("", None)  # the bindings
+    assert inline.source_location(arguments, "cuda.cu", 5) == ("l1\nl2\nl3", 2)
+    assert inline.source_location({**arguments, "no_implicit_headers": True}, "cuda.cu", 2) == ("l1\nl2\nl3", 2)
+
+
+def test_a_compiled_but_unlinked_extension_is_reported_and_cannot_be_called(tmp_path, fake_child):
+    fake_child("""
+    message = "not linked: torch 2.13.0+cpu is a build without CUDA, which cannot link or load CUDA extensions"
+    open(result, "w").write(json.dumps({"status": "checked", "seconds": 42.0, "message": message}))
+    """)
+    compiled = compile_hook(SIMPLE, tmp_path)
+    assert isinstance(compiled, CompiledCandidate) and compiled.backend == "cuda_inline"
+    note = compiled.notes[0]
+    assert note.startswith("load_inline: compiled kz_test_add (kernels: add_kernel) with nvcc 13.0 for TORCH_CUDA_ARCH_LIST=9.0 in 42.0 s")
+    assert "not linked: torch 2.13.0+cpu is a build without CUDA" in note
+    assert inline.candidate_kernels(compiled) == ["add_kernel"]
+    with pytest.raises(CudaUnavailableError, match="add_cuda: the extension compiled but was not linked"):
+        compiled.namespace["module"].add_cuda(1, 2)
+
+
+def test_readable_log_and_first_error_read_nvcc_and_gcc_output(tmp_path):
+    folder = tmp_path / "build"
+    output = "\n".join(
+        [
+            f"[1/3] /usr/local/cuda/bin/nvcc -c {folder}/cuda.cu -o cuda.cuda.o",
+            "FAILED: cuda.cuda.o",
+            f"/usr/local/cuda/bin/nvcc -c {folder}/cuda.cu -o cuda.cuda.o",
+            f'{folder}/cuda.cu(20): error: namespace "at::cuda" has no member "getCurrentCUDAStream"',
+            f"{folder}/main.cpp:7:5: error: 'g' was not declared in this scope",
+            "2 errors detected in the compilation of cuda.cu.",
+        ]
+    )
+    log = inline_build.readable_log(output, folder)
+    assert "nvcc -c" not in log and str(folder) not in log
+    assert log.splitlines()[1].startswith('cuda.cu(20): error: namespace "at::cuda"')
+    assert inline_build.first_error(log) == ("cuda.cu", 20, 'namespace "at::cuda" has no member "getCurrentCUDAStream"')
+    assert inline_build.first_error("main.cpp:7:5: error: 'g' was not declared in this scope") == ("main.cpp", 7, "'g' was not declared in this scope")
+    assert inline_build.first_error("ninja: build stopped") == ("", None, "")
+
+
+def test_a_header_missing_from_the_toolkit_is_the_machines_fault_not_the_candidates():
+    import torch
+
+    include = os.path.join(os.path.dirname(torch.__file__), "include")
+    log = (
+        f"In file included from {include}/ATen/cuda/CUDAContext.h:4,\n                 from cuda.cu:7:\n"
+        f"{include}/ATen/cuda/CUDAContextLight.h:10:10: fatal error: cusparse.h: No such file or directory"
+    )
+    gap = inline_build.toolkit_gap(log, "/usr/local/cuda")
+    assert gap == "cannot compile here: cusparse.h (included by ATen/cuda/CUDAContextLight.h) is missing from the CUDA toolkit at /usr/local/cuda"
+    assert inline_build.toolkit_gap("cuda.cu:3:10: fatal error: my_header.h: No such file or directory", "/usr/local/cuda") == ""
+
+
+def test_the_architecture_list_follows_the_environment_without_a_gpu(monkeypatch):
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+    assert inline_build.arch_list("cpu") == "8.0;9.0"
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST")
+    monkeypatch.setenv("KZ_CUDA_ARCH", "sm_100a")
+    assert inline_build.arch_list("cpu") == "10.0a"
+    monkeypatch.delenv("KZ_CUDA_ARCH")
+    assert inline_build.arch_list("cpu") == "9.0"
+
+
+# -- the real toolchain ---------------------------------------------------------------------------
+
+
+def kz(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kz_core.cli", *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.mark.slow
+def test_kz_check_and_eval_on_a_cpu_compile_cuda_inline_and_say_it_did_not_run(tmp_path):
+    """With nvcc here: compiled (not linked: torch is a CPU build), compiler errors at the
+    candidate's line; without: not run, "needs nvcc". Either way nothing pretends to run."""
+    problem = inline_build.toolchain("cpu").problem
+    candidates = tmp_path / "c.jsonl"
+    rows = [{"problem": "1_vector_add", "code": SIMPLE, "backend": "cuda_inline", "sample_id": "good"}]
+    rows.append({"problem": "1_vector_add", "code": BROKEN, "backend": "cuda_inline", "sample_id": "broken"})
+    candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # One worker: two cold builds at once on a small CI machine could pass the build timeout.
+    checked = kz("check", "--candidates", str(candidates), "--json", "eval.workers=1", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    good, broken = [json.loads(line) for line in checked.stdout.splitlines()]
+    if problem:
+        for result in (good, broken):
+            assert result["status"] == "runtime_error", result
+            assert "not_run: cuda_inline needs nvcc (CUDA_HOME) to build: none found" in result["message"]
+    else:
+        assert good["status"] == "compiled", good["message"]
+        assert "load_inline: compiled kz_test_add (kernels: add_kernel) with nvcc" in good["message"]
+        assert "not linked: torch" in good["message"] and "not run" in good["message"]
+        assert broken["status"] == "compile_error", broken["message"]
+        error = next(f for f in broken["findings"] if f["check"] == "compile_error")
+        expected = next(number for number, line in enumerate(BROKEN.splitlines(), start=1) if "c[i]" in line)
+        assert error["line"] == expected and 'identifier "c" is undefined' in error["message"]
+    folder = tmp_path / "good"
+    folder.mkdir()
+    (folder / "1_vector_add.py").write_text(SIMPLE)
+    started = time.monotonic()
+    evaluated = kz("eval", "--candidates", str(folder), "--backend", "cuda_inline", "--device", "cpu", "--json", f"run.root={tmp_path}", "eval.workers=1", cwd=tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr
+    [result] = [json.loads(line) for line in (tmp_path / "eval-good" / "results.jsonl").read_text().splitlines()]
+    assert result["verdict"] == "runtime_error"
+    assert "not run" in result["message"] or "not_run" in result["message"]
+    if problem:
+        assert "cuda_inline needs nvcc (CUDA_HOME) to build: none found" in result["message"]
+    else:
+        assert "not run: backend 'cuda_inline' needs a GPU" in result["message"]
+        assert "(cached)" in result["message"]  # kz check built it into the same cache
+        assert time.monotonic() - started < 60
