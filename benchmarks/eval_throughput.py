@@ -53,8 +53,11 @@ def main() -> None:
 
             def report(result, started=started, done=done):
                 done.append(result)
-                if len(done) % 10 == 0:
-                    print(f"pass {number + 1}: {len(done)} done after {time.perf_counter() - started:.0f} s", flush=True)
+                # Every result with its stage timings, so that a run cut short by a time limit
+                # still says where the time went.
+                t = result.timings
+                stages = " ".join(f"{name} {getattr(t, name + '_s'):.1f}s" for name in ("static", "compile", "correctness", "timing", "total") if getattr(t, name + "_s") is not None)
+                print(f"pass {number + 1}: {len(done)} done after {time.perf_counter() - started:.0f} s: {result.problem} {result.verdict.value} ({stages})", flush=True)
 
             results = evaluator.evaluate(candidates, progress=report)
             elapsed = time.perf_counter() - started

@@ -169,9 +169,6 @@ class RuntimeStats:
     :ivar trials: number of timed trials.
     :ivar clock: ``"cuda_events"`` on a GPU, ``"cpu"`` for host wall-clock timings, which
         are never turned into speedups.
-    :ivar overhang_ms: on a GPU, the most work (milliseconds) any trial left running after
-        the current stream's end event, on other streams; it is added to that trial's time
-        (see :mod:`kz_core.evaluate.timing`).
     """
 
     median_ms: float
@@ -179,7 +176,6 @@ class RuntimeStats:
     min_ms: float
     trials: int
     clock: str
-    overhang_ms: float = 0.0
 
 
 @attrs.frozen

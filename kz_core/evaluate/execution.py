@@ -187,12 +187,23 @@ def count_stream_creation() -> None:
 
     def counting_new(cls, *args, **kwargs):
         global _streams_created
-        if _called_from_candidate():
+        stream = original(cls, *args, **kwargs)
+        if _called_from_candidate() and not is_current_stream(stream):
             _streams_created += 1
-        return original(cls, *args, **kwargs)
+        return stream
 
     counting_new._kz_counts = True  # type: ignore[attr-defined]
     stream_class.__new__ = counting_new  # type: ignore[method-assign]
+
+
+def is_current_stream(stream: Any) -> bool:
+    """Whether ``stream`` wraps its device's current stream: ``torch.cuda.current_stream()``
+    builds such a wrapper on every call (the kz CUDA API launches through it), and it
+    creates no stream. Asks torch for the raw pointer, so no wrapper is built here."""
+    try:
+        return int(stream.cuda_stream) == int(torch._C._cuda_getCurrentRawStream(stream.device_index))
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return False
 
 
 def streams_created() -> int:

@@ -25,7 +25,6 @@ from loguru import logger
 
 from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.journal import BaselineCache, result_key
-from kz_core.evaluate.timing import TIMING_METHOD
 from kz_core.evaluate.sandbox import WorkerPool
 from kz_core.evaluate.timing import TimingSettings
 from kz_core.evaluate.variants import size_variations
@@ -226,7 +225,7 @@ class ReferenceService:
             if key in self._baselines:
                 return self._baselines[key]
             environment = self.environment()
-            timing = json.dumps({**attrs.asdict(self.timing), "method": TIMING_METHOD}, sort_keys=True)
+            timing = json.dumps(attrs.asdict(self.timing), sort_keys=True)
             cache_key = result_key(problem.content_hash, mode, environment.device_name, environment.torch, timing)
             store = self._baseline_store()
             stats = store.get(cache_key) if store is not None else None

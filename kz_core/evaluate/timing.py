@@ -1,17 +1,11 @@
 """Timing a forward call: CUDA events on a GPU, wall clock on a CPU.
 
-On a GPU each trial flushes the L2 cache (writes a buffer twice its size) and, without
-waiting for the flush, records a start event and calls the function: the host's launch
-overhead (a Triton launcher's Python, for one) overlaps the flush instead of landing
-inside the measurement, as in ``triton.testing.do_bench``. It then records an end event on
-the current stream, synchronises the whole device, and records a second end event. Work a
-candidate hid on other streams finishes after the first end event and delays the second:
-the gap between the two, less the host's own latency to come back from a device-wide
-synchronisation (calibrated with empty trials), is added to the trial's time, so such
-work stays inside the measurement. Trials continue until a time budget is spent or the
-spread is small; the median and interquartile range summarise them. On a CPU the same
-loop uses ``perf_counter`` and the result is labelled ``cpu``: such timings are recorded,
-never turned into speedups.
+On a GPU each trial flushes the L2 cache (writes a buffer twice its size), records a
+start event, calls the function, synchronises the whole device (so work a candidate put
+on other streams is inside the measurement), records the end event, and synchronises
+again. Trials continue until a time budget is spent or the spread is small; the median
+and interquartile range summarise them. On a CPU the same loop uses ``perf_counter`` and
+the result is labelled ``cpu``: such timings are recorded, never turned into speedups.
 
 Runs inside worker processes only. It times; it does not judge.
 """
@@ -36,14 +30,6 @@ class TimingSettings:
     budget_ms: float = 1000.0
     target_relative_iqr: float = 0.005
     l2_flush_bytes: int = 256 << 20
-
-
-#: The timing procedure's version, part of the baseline cache's key: baselines timed by an
-#: older procedure are timed again. 2: launches overlap the L2 flush; other streams' work
-#: after the end event is measured as overhang.
-TIMING_METHOD = 2
-#: Empty trials that calibrate the host's synchronisation latency (see the module's doc).
-CALIBRATION_TRIALS = 20
 
 
 def summarize(times_ms: list[float], clock: str) -> dict[str, Any]:
@@ -89,36 +75,23 @@ def _time_cuda(call: Callable[[int], Any], device: str, settings: TimingSettings
         call(index)
         torch.cuda.synchronize(device)
         index += 1
-    # The host's latency from a recorded event through a device-wide synchronisation to the
-    # next event, with nothing else queued: the gap an honest trial may show.
-    gaps = []
-    for _ in range(CALIBRATION_TRIALS):
-        end, after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        end.record()
-        torch.cuda.synchronize(device)
-        after.record()
-        torch.cuda.synchronize(device)
-        gaps.append(end.elapsed_time(after))
-    allowed_gap = max(gaps)
     times: list[float] = []
-    overhang = 0.0
     while len(times) < settings.max_trials:
         flush.zero_()
-        start, end, after = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        torch.cuda.synchronize(device)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
         start.record()
         call(index)
+        torch.cuda.synchronize(device)
         end.record()
         torch.cuda.synchronize(device)
-        after.record()
-        torch.cuda.synchronize(device)
-        late = max(0.0, end.elapsed_time(after) - allowed_gap)
-        overhang = max(overhang, late)
-        times.append(start.elapsed_time(end) + late)
+        times.append(start.elapsed_time(end))
         index += 1
         if len(times) >= settings.min_trials and (sum(times) >= settings.budget_ms or _stable(times, settings)):
             break
     del flush
-    return {**summarize(times, "cuda_events"), "overhang_ms": overhang}
+    return summarize(times, "cuda_events")
 
 
 def _time_cpu(call: Callable[[int], Any], settings: TimingSettings) -> dict[str, Any]:

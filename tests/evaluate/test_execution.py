@@ -81,3 +81,19 @@ def test_profiled_closes_when_the_body_raises(tmp_path):
     except ValueError:
         pass
     assert not execution._open_recordings and not execution._session
+
+
+def test_a_wrapper_of_the_current_stream_is_not_a_created_stream(monkeypatch):
+    # torch.cuda.current_stream() builds a Stream wrapper on every call (the kz CUDA API
+    # launches through it): only a stream other than the current one counts as created.
+    import types
+
+    import torch
+
+    from kz_core.evaluate.execution import is_current_stream
+
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 1234 if index == 0 else 99, raising=False)
+    assert is_current_stream(types.SimpleNamespace(cuda_stream=1234, device_index=0))
+    assert not is_current_stream(types.SimpleNamespace(cuda_stream=5678, device_index=0))  # a new stream
+    assert not is_current_stream(types.SimpleNamespace(cuda_stream=1234, device_index=1))  # another device's
+    assert not is_current_stream(object())  # not a stream at all: counted, to be safe

@@ -25,6 +25,7 @@ by reason, the Coder's correctness on valid modules and the waiting share.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -189,6 +190,29 @@ def _load_for_training(config: Any, role: str) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def drop_metrics_after(path: Path, step: int) -> int:
+    """Remove the lines of steps after ``step`` from a metrics file: a run resumed from the
+    checkpoint of ``step`` trains those steps again and logs them anew. Returns how many
+    lines went (a line cut off by a crash goes too)."""
+    if not path.is_file():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if int(json.loads(line)["step"]) <= step:
+                kept.append(line)
+                continue
+        except (ValueError, KeyError, TypeError):
+            pass
+        dropped += 1
+    if dropped:
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        os.replace(temporary, path)
+        logger.info("{}: dropped {} lines of steps after {} (they are trained again)", path.name, dropped, step)
+    return dropped
+
+
 def _train(config: Any, run_dir: Path, role: str, reward: Any, dataset: Any, describe: Any) -> dict[str, Any]:
     """GRPO steps for ``role`` with ``reward`` on ``dataset``; resumes; saves ``final/``."""
     from trl import GRPOTrainer
@@ -213,6 +237,7 @@ def _train(config: Any, run_dir: Path, role: str, reward: Any, dataset: Any, des
     resume = last_checkpoint(output_dir)
     if resume:
         logger.info("resuming from {}", resume)
+        drop_metrics_after(run_dir / "metrics.jsonl", int(Path(resume).name.split("-")[-1]))
     started = time.perf_counter()
     try:
         trainer.train(resume_from_checkpoint=resume)

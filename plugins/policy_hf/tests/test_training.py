@@ -83,3 +83,14 @@ def test_train_policy_answers_for_its_samplers_only_and_checks_the_role(tmp_path
     assert not (tmp_path / "a").exists()  # nothing written for a sampler that is not ours
     with pytest.raises(PolicyError, match="unknown policy role 'critic'"):
         train_policy(role="critic", items=[], config=load_config("smoke"), run_dir=tmp_path / "b")
+
+
+def test_a_resumed_run_drops_the_metrics_of_steps_it_trains_again(tmp_path):
+    from kz_policy_hf.training import drop_metrics_after
+
+    path = tmp_path / "metrics.jsonl"
+    assert drop_metrics_after(path, 3) == 0  # no file yet
+    path.write_text("".join(json.dumps({"step": s, "reward": 0.0}) + "\n" for s in (1, 2, 3, 4, 5)) + '{"step": 6, "rew')
+    assert drop_metrics_after(path, 3) == 3  # steps 4 and 5, and the line a crash cut off
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3]
+    assert drop_metrics_after(path, 3) == 0
