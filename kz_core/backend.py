@@ -8,6 +8,8 @@ process (they hold the candidate's loaded module) and never travel to the caller
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -64,3 +66,38 @@ class RunOutput:
 class KernelCompileError(Exception):
     """Raised by ``backend_run`` when a kernel fails to compile at its first launch (Triton
     compiles lazily); the worker reports it as ``compile_error`` with this message as log."""
+
+
+def syntax_failure(exc: SyntaxError) -> CompileFailure:
+    """The failure of a candidate that is not valid Python (the evaluator reports it under
+    the check ``syntax_error``): for a backend's compile hook to return."""
+    return CompileFailure(
+        message=f"syntax error: {exc.msg} (line {exc.lineno})",
+        log=f"{exc.filename}:{exc.lineno}: {exc.msg}\n{exc.text or ''}",
+        verdict=Verdict.FORMAT_ERROR,
+        line=exc.lineno,
+    )
+
+
+def model_new_class(namespace: Mapping[str, Any]) -> type | CompileFailure:
+    """The ``ModelNew`` class of a loaded candidate module's globals, or the failure to
+    return when it defines none (check ``no_model_new``)."""
+    model_class = namespace.get("ModelNew")
+    if not isinstance(model_class, type):
+        return CompileFailure(message="the source defines no class ModelNew", verdict=Verdict.FORMAT_ERROR)
+    return model_class
+
+
+@attrs.define
+class LaunchCounter:
+    """Kernel launches a backend saw in this worker process, by kernel name: the backend's
+    ``backend_run`` reports the difference across one call as :attr:`RunOutput.launches`."""
+
+    count: int = 0
+    kernels: dict[str, int] = attrs.field(factory=dict)
+    lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
+
+    def record(self, name: str) -> None:
+        with self.lock:
+            self.count += 1
+            self.kernels[name] = self.kernels.get(name, 0) + 1

@@ -27,10 +27,9 @@ compiler errors; launching raises :class:`CudaUnavailableError`.
 from __future__ import annotations
 
 import ctypes
-import threading
 from typing import Any
 
-import attrs
+from kz_core.backend import LaunchCounter
 
 from kz_backend_cuda.nvrtc import CompiledSource, CudaCompileError, compile_source
 from kz_backend_cuda.signature import Parameter, SignatureError, kernel_signatures
@@ -44,20 +43,6 @@ class CudaUnavailableError(RuntimeError):
 
 class KernelArgumentError(TypeError):
     """A launch argument does not match the kernel's C signature."""
-
-
-@attrs.define
-class LaunchCounter:
-    """Kernel launches made through the kz API in this process, by kernel name."""
-
-    count: int = 0
-    kernels: dict[str, int] = attrs.field(factory=dict)
-    lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
-
-    def record(self, name: str) -> None:
-        with self.lock:
-            self.count += 1
-            self.kernels[name] = self.kernels.get(name, 0) + 1
 
 
 LAUNCHES = LaunchCounter()

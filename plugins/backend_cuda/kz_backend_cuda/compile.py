@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kz_core.backend import CompiledCandidate, CompileFailure
+from kz_core.backend import CompiledCandidate, CompileFailure, model_new_class, syntax_failure
 from kz_core.model import Candidate, Verdict
 
 from kz_backend_cuda import api
@@ -39,21 +39,16 @@ def compile_candidate(candidate: Candidate, workdir: Path) -> CompiledCandidate 
     try:
         module = load_module(candidate.code, name, str(workdir / "candidate.py"))
     except SyntaxError as exc:
-        return CompileFailure(
-            message=f"syntax error: {exc.msg} (line {exc.lineno})",
-            log=f"{exc.filename}:{exc.lineno}: {exc.msg}\n{exc.text or ''}",
-            verdict=Verdict.FORMAT_ERROR,
-            line=exc.lineno,
-        )
+        return syntax_failure(exc)
     except CudaCompileError as exc:
         line = candidate_line(candidate.code, exc.source, exc.line) if exc.source else None
         where = f" (candidate line {line})" if line else ""
         return CompileFailure(message=f"{exc}{where}", log=exc.log, verdict=Verdict.COMPILE_ERROR, line=line)
     except SignatureError as exc:
         return CompileFailure(message=str(exc), verdict=Verdict.COMPILE_ERROR)
-    model_class = getattr(module, "ModelNew", None)
-    if not isinstance(model_class, type):
-        return CompileFailure(message="the source defines no class ModelNew", verdict=Verdict.FORMAT_ERROR)
+    model_class = model_new_class(vars(module))
+    if isinstance(model_class, CompileFailure):
+        return model_class
     modules = api.LOADED[loaded_before:]
     kernels = [name for m in modules for name in m.kernels]
     seconds = sum(m.compiled.seconds for m in modules)

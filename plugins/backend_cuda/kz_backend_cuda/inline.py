@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from kz_core.backend import CompiledCandidate, CompileFailure
+from kz_core.backend import CompiledCandidate, CompileFailure, model_new_class, syntax_failure
 from kz_core.model import Candidate, Verdict
 
 from kz_backend_cuda import inline_build
@@ -234,12 +234,7 @@ def compile_candidate(candidate: Candidate, device: str, workdir: Path) -> Compi
     try:
         module = load_module(candidate.code, name, str(workdir / "candidate.py"))
     except SyntaxError as exc:
-        return CompileFailure(
-            message=f"syntax error: {exc.msg} (line {exc.lineno})",
-            log=f"{exc.filename}:{exc.lineno}: {exc.msg}\n{exc.text or ''}",
-            verdict=Verdict.FORMAT_ERROR,
-            line=exc.lineno,
-        )
+        return syntax_failure(exc)
     except InlineCompileError as exc:
         failure = exc.failure
         line = candidate_line(candidate.code, exc.source, failure.line) if exc.source else None
@@ -247,9 +242,9 @@ def compile_candidate(candidate: Candidate, device: str, workdir: Path) -> Compi
         return attrs.evolve(failure, message=f"{failure.message}{where}", line=line)
     finally:
         _state["deadline"] = None
-    model_class = getattr(module, "ModelNew", None)
-    if not isinstance(model_class, type):
-        return CompileFailure(message="the source defines no class ModelNew", verdict=Verdict.FORMAT_ERROR)
+    model_class = model_new_class(vars(module))
+    if isinstance(model_class, CompileFailure):
+        return model_class
     FIRST_EXTENSION[name] = first
     notes = (describe(EXTENSIONS[first:], inline_build.toolchain(device)),)
     return CompiledCandidate(backend=INLINE_BACKEND, model_class=model_class, namespace=vars(module), notes=notes)

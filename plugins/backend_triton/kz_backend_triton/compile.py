@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kz_core.backend import CompiledCandidate, CompileFailure
-from kz_core.model import Candidate, Verdict
+from kz_core.backend import CompiledCandidate, CompileFailure, model_new_class, syntax_failure
+from kz_core.model import Candidate
 
 from kz_backend_triton import launches
 
@@ -24,15 +24,10 @@ def compile_candidate(candidate: Candidate, workdir: Path) -> CompiledCandidate 
     try:
         module = load_module(candidate.code, name, str(workdir / "candidate.py"))
     except SyntaxError as exc:
-        return CompileFailure(
-            message=f"syntax error: {exc.msg} (line {exc.lineno})",
-            log=f"{exc.filename}:{exc.lineno}: {exc.msg}\n{exc.text or ''}",
-            verdict=Verdict.FORMAT_ERROR,
-            line=exc.lineno,
-        )
-    model_class = getattr(module, "ModelNew", None)
-    if not isinstance(model_class, type):
-        return CompileFailure(message="the source defines no class ModelNew", verdict=Verdict.FORMAT_ERROR)
+        return syntax_failure(exc)
+    model_class = model_new_class(vars(module))
+    if isinstance(model_class, CompileFailure):
+        return model_class
     kernels = sorted(
         key
         for key, value in vars(module).items()

@@ -9,23 +9,8 @@ that is not a warm-up increments :data:`COUNTER`. Used inside evaluation workers
 from __future__ import annotations
 
 import functools
-import threading
 
-import attrs
-
-
-@attrs.define
-class LaunchCounter:
-    """Launches seen in this process, and which kernels they were."""
-
-    count: int = 0
-    kernels: dict[str, int] = attrs.field(factory=dict)
-    lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
-
-    def record(self, name: str) -> None:
-        with self.lock:
-            self.count += 1
-            self.kernels[name] = self.kernels.get(name, 0) + 1
+from kz_core.backend import LaunchCounter
 
 
 COUNTER = LaunchCounter()
