@@ -87,6 +87,28 @@ def resolve_config(preset: str | None, overrides: tuple[str, ...] | list[str]) -
         raise KzUsageError(str(exc)) from exc
 
 
+def apply_options(config: KzConfig, options: dict[str, Any]) -> KzConfig:
+    """``config`` with a command's own options merged in (``{"eval.device": value}``; a
+    None value is an option not given)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.merge(config, OmegaConf.from_dotlist([f"{k}={v}" for k, v in options.items() if v is not None]))
+
+
+def read_candidates(path: str, backend: str) -> list[Any]:
+    """The candidates in ``path`` (JSONL or a folder; ``backend`` where they name none).
+    A source that cannot be read is a usage error; bad lines are reported and skipped."""
+    from kz_core.candidates import CandidateSourceError, load_candidates
+
+    try:
+        candidates, bad_lines = load_candidates(path, backend)
+    except CandidateSourceError as exc:
+        raise KzUsageError(str(exc)) from exc
+    for error in bad_lines:
+        stderr.print(f"[yellow]skipped[/yellow] {error.where}: {error.reason}", highlight=False)
+    return candidates
+
+
 def _register_commands() -> None:
     from kz_core.plugins import PluginError, get_plugin_manager
 

@@ -8,7 +8,6 @@ its import; ``kz eval`` compiles and runs.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -32,23 +31,15 @@ def register_commands(cli):
     @config_options
     def check_command(config, problems_source, candidates_path, backend, device, out_path, as_json) -> None:
         """Static checks and compilation only (no kernel runs): compile errors with their log."""
-        from omegaconf import OmegaConf
-
-        from kz_core.candidates import CandidateSourceError, load_candidates
-        from kz_core.cli import KzUsageError, stderr, stdout
+        from kz_core.cli import KzUsageError, apply_options, read_candidates, stderr, stdout
         from kz_core.evaluate import Evaluator, EvaluatorError
-        from kz_core.problems import load_problems
+        from kz_core.problems import load_problems_from_config
         from kz_core.serialization import dumps
 
         overrides = {"eval.backend": backend, "eval.device": device, "problems.source": problems_source}
-        config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"{k}={v}" for k, v in overrides.items() if v is not None]))
-        try:
-            candidates, bad_lines = load_candidates(candidates_path, config.eval.backend)
-        except CandidateSourceError as exc:
-            raise KzUsageError(str(exc)) from exc
-        for error in bad_lines:
-            stderr.print(f"[yellow]skipped[/yellow] {error.where}: {error.reason}", highlight=False)
-        problem_set = load_problems(config.problems.source, level=config.problems.level, ids=config.problems.ids, name=config.problems.name)
+        config = apply_options(config, overrides)
+        candidates = read_candidates(candidates_path, config.eval.backend)
+        problem_set = load_problems_from_config(config.problems)
         try:
             with Evaluator(problem_set.problems, config.eval) as evaluator:
                 results = evaluator.check(candidates)

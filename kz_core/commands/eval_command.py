@@ -67,14 +67,11 @@ def register_commands(cli):
     @config_options
     def eval_command(config, problems_source, candidates_path, out_path, backend, device, workers, no_cache, fuzz_examples, as_json) -> None:
         """Evaluate candidates: sandboxed correctness trials, guards, and timing on a GPU."""
-        from omegaconf import OmegaConf
-
-        from kz_core.candidates import CandidateSourceError, load_candidates
-        from kz_core.cli import KzUsageError, stderr, stdout
+        from kz_core.cli import KzUsageError, apply_options, read_candidates, stderr, stdout
         from kz_core.evaluate import Evaluator, EvaluatorError
         from kz_core.evaluate.journal import Journal
         from kz_core.metrics import summarize
-        from kz_core.problems import load_problems
+        from kz_core.problems import load_problems_from_config
         from kz_core.rundir import open_run_dir
         from kz_core.serialization import dumps, to_json_dict
 
@@ -87,14 +84,9 @@ def register_commands(cli):
             "problems.source": problems_source,
             "run.name": config.run.name or f"eval-{Path(candidates_path).stem}",
         }
-        config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"{k}={v}" for k, v in overrides.items() if v is not None]))
-        try:
-            candidates, bad_lines = load_candidates(candidates_path, config.eval.backend)
-        except CandidateSourceError as exc:
-            raise KzUsageError(str(exc)) from exc
-        for error in bad_lines:
-            stderr.print(f"[yellow]skipped[/yellow] {error.where}: {error.reason}", highlight=False)
-        problem_set = load_problems(config.problems.source, level=config.problems.level, ids=config.problems.ids, name=config.problems.name)
+        config = apply_options(config, overrides)
+        candidates = read_candidates(candidates_path, config.eval.backend)
+        problem_set = load_problems_from_config(config.problems)
         for error in problem_set.errors:
             stderr.print(f"[yellow]problem skipped[/yellow] {error.name}: {error.reason}", highlight=False)
         run_dir = open_run_dir(config, command="kz eval")

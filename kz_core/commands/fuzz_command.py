@@ -37,14 +37,12 @@ def register_commands(cli):
     @config_options
     def fuzz_command(config, problems_source, candidates_path, max_examples, seed, dtypes, backend, device, replay, as_json) -> None:
         """Fuzz candidates: other sizes, value distributions and layouts, shrunk failures."""
-        from omegaconf import OmegaConf
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from kz_core.candidates import CandidateSourceError, load_candidates
-        from kz_core.cli import KzUsageError, stderr, stdout
+        from kz_core.cli import KzUsageError, apply_options, read_candidates, stderr, stdout
         from kz_core.evaluate import Evaluator, EvaluatorError
         from kz_core.fuzz import FuzzExample, FuzzFailure, FuzzSession
-        from kz_core.problems import load_problems
+        from kz_core.problems import load_problems_from_config
         from kz_core.rundir import open_run_dir
         from kz_core.serialization import dumps, from_json_dict, to_json_dict
 
@@ -54,14 +52,9 @@ def register_commands(cli):
             "problems.source": problems_source,
             "run.name": config.run.name or f"fuzz-{Path(candidates_path).stem}",
         }
-        config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"{k}={v}" for k, v in overrides.items() if v is not None]))
-        try:
-            candidates, bad_lines = load_candidates(candidates_path, config.eval.backend)
-        except CandidateSourceError as exc:
-            raise KzUsageError(str(exc)) from exc
-        for error in bad_lines:
-            stderr.print(f"[yellow]skipped[/yellow] {error.where}: {error.reason}", highlight=False)
-        problem_set = load_problems(config.problems.source, level=config.problems.level, ids=config.problems.ids, name=config.problems.name)
+        config = apply_options(config, overrides)
+        candidates = read_candidates(candidates_path, config.eval.backend)
+        problem_set = load_problems_from_config(config.problems)
         pairs = []
         for candidate in candidates:
             problem = problem_set.get(candidate.problem)

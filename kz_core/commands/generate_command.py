@@ -54,23 +54,21 @@ def register_commands(cli):
     @config_options
     def generate_command(config, problems_source, n, backend, out_path, evaluate, device, as_json) -> None:
         """Sample kernels from the policy model (policy.model; default: the embedded SmolLM2)."""
-        from omegaconf import OmegaConf
-
-        from kz_core.cli import KzUsageError, stderr, stdout
+        from kz_core.cli import KzUsageError, apply_options, stderr, stdout
         from kz_core.evaluate import Evaluator, EvaluatorError
         from kz_core.evaluate.journal import Journal
         from kz_core.generate import PolicyUnavailableError, evaluate_samples, sample_candidates
         from kz_core.metrics import summarize
         from kz_core.plugins import get_plugin_manager
-        from kz_core.problems import load_problems
+        from kz_core.problems import load_problems_from_config
         from kz_core.rundir import open_run_dir
         from kz_core.serialization import dumps, to_json_dict
 
         if n < 1:
             raise KzUsageError("--n must be at least 1")
         overrides = {"eval.backend": backend, "eval.device": device, "problems.source": problems_source}
-        config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"{k}={v}" for k, v in overrides.items() if v is not None]))
-        problem_set = load_problems(config.problems.source, level=config.problems.level, ids=config.problems.ids, name=config.problems.name)
+        config = apply_options(config, overrides)
+        problem_set = load_problems_from_config(config.problems)
         if not problem_set.problems:
             raise KzUsageError(f"no problems selected from {problem_set.source}")
         run_dir = open_run_dir(config, command="kz generate")

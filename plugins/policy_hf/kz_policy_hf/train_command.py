@@ -25,7 +25,7 @@ def register(cli: click.Group) -> None:
 
         from kz_core.cli import KzUsageError, stderr
         from kz_core.evaluate.journal import Journal
-        from kz_core.problems import load_problems
+        from kz_core.problems import load_problems_from_config
         from kz_core.rundir import open_run_dir
 
         from kz_policy_hf.errors import PolicyError
@@ -35,7 +35,7 @@ def register(cli: click.Group) -> None:
             config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"problems.source={problems_source}"]))
         if not config.run.name:
             config = OmegaConf.merge(config, OmegaConf.from_dotlist(["run.name=train-coder"]))
-        problem_set = load_problems(config.problems.source, level=config.problems.level, ids=config.problems.ids, name=config.problems.name)
+        problem_set = load_problems_from_config(config.problems)
         run_dir = open_run_dir(config, command="kz train coder")
         try:
             with Journal(run_dir / "journal.sqlite") as journal:
