@@ -48,7 +48,9 @@ class ProblemAudit:
         return [f.check for f in self.findings]
 
 
-def _passes(expected: list[Any], actual: list[Any], table: str, atol: float, rtol: float) -> bool:
+def outputs_pass(expected: list[Any], actual: list[Any], table: str, atol: float, rtol: float) -> bool:
+    """Whether ``actual`` passes as ``expected`` (as many tensors, each within the tolerance
+    of its dtype in ``table``)."""
     for want, got in zip(expected, actual):
         found, _, _ = compare(want, got, tolerance_for(want.dtype, table, atol, rtol))
         if any(f.severity is Severity.ERROR for f in found):
@@ -72,12 +74,12 @@ def judge_audit(runs: dict[str, Any], table: str, atol: float, rtol: float) -> l
         "zeros": [torch.zeros_like(t) for t in second],
         "its mean everywhere": [torch.full_like(t, float(t.double().mean())) if t.dtype.is_floating_point else t for t in second],
     }
-    passing = [name for name, guess in constants.items() if _passes(second, guess, table, atol, rtol)]
+    passing = [name for name, guess in constants.items() if outputs_pass(second, guess, table, atol, rtol)]
     if passing:
         findings.append(Finding("constant_passes", f"a constant output passes at the tolerance in use: {', '.join(passing)}"))
-    if not _passes(first, again, table, atol, rtol):
+    if not outputs_pass(first, again, table, atol, rtol):
         findings.append(Finding("nondeterministic", "the same seed gives outputs beyond the tolerance apart"))
-    if "tf32" in runs and any(t.dtype == torch.float32 for t in first) and not _passes(first, runs["tf32"]["outputs"], table, atol, rtol):
+    if "tf32" in runs and any(t.dtype == torch.float32 for t in first) and not outputs_pass(first, runs["tf32"]["outputs"], table, atol, rtol):
         findings.append(Finding("tf32_sensitive", "allowing TF32 moves the fp32 reference beyond the tolerance", Severity.WARNING))
     return findings
 

@@ -13,46 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import threading
 import time
-from pathlib import Path
-from typing import Any
 
 from kz_core.model import EvalResult, RuntimeStats
 from kz_core.serialization import dumps, from_json_dict, loads, to_json_dict
+from kz_core.store import SqliteStore
 
 
 def result_key(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
 
 
-class _Store:
-    """A SQLite file shared by threads, with a write committed per call."""
-
-    SCHEMA = ""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(self.SCHEMA)
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-class Journal(_Store):
+class Journal(SqliteStore):
     """Evaluation results of one run (``journal.sqlite`` in the run directory)."""
 
     SCHEMA = """
@@ -90,7 +62,7 @@ class Journal(_Store):
             return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
 
-class BaselineCache(_Store):
+class BaselineCache(SqliteStore):
     """Timed baselines (eager, compile) per problem, device and torch version."""
 
     SCHEMA = """

@@ -47,19 +47,7 @@ class ReferenceOps:
                 output = model(*inputs)
                 synchronize(self.device)
                 structure, leaves = flatten_outputs(output)
-                on_device = sum(x.nbytes for x in leaves if isinstance(x, self.torch.Tensor)) > request.get("max_transfer_bytes", 1 << 62)
-                trials.append(
-                    {
-                        "seed": seed,
-                        "structure": structure,
-                        "outputs": [None if on_device else x for x in leaves],
-                        "output_meta": [output_meta(x) for x in leaves],
-                        "on_device": on_device,
-                        "output_devices": [str(x.device) if isinstance(x, self.torch.Tensor) else "" for x in leaves],
-                        "input_fingerprints": prints,
-                        "input_bytes": sum(x.nbytes for x in inputs if isinstance(x, self.torch.Tensor)),
-                    }
-                )
+                trials.append(self._trial_record(seed, structure, leaves, inputs, prints, request))
         except BaseException as exc:  # noqa: BLE001
             return error_reply("reference", exc)
         variant = None
@@ -73,22 +61,24 @@ class ReferenceOps:
                 synchronize(self.device)
             except BaseException:  # noqa: BLE001 - this rebinding does not suit the problem
                 continue
-            on_device = sum(x.nbytes for x in leaves if isinstance(x, self.torch.Tensor)) > request.get("max_transfer_bytes", 1 << 62)
-            variant = {
-                "overrides": overrides,
-                "trial": {
-                    "seed": request["variant_seed"],
-                    "structure": structure,
-                    "outputs": [None if on_device else x for x in leaves],
-                    "output_meta": [output_meta(x) for x in leaves],
-                    "on_device": on_device,
-                    "output_devices": [str(x.device) if isinstance(x, self.torch.Tensor) else "" for x in leaves],
-                    "input_fingerprints": prints,
-                    "input_bytes": sum(x.nbytes for x in inputs if isinstance(x, self.torch.Tensor)),
-                },
-            }
+            variant = {"overrides": overrides, "trial": self._trial_record(request["variant_seed"], structure, leaves, inputs, prints, request)}
             break
         return {"ok": True, "trials": trials, "variant": variant, "seconds": time.perf_counter() - started}
+
+    def _trial_record(self, seed: int, structure: Any, leaves: list[Any], inputs: list[Any], prints: Any, request: dict[str, Any]) -> dict[str, Any]:
+        """One reference trial's reply: its outputs, or only their description when they
+        are larger than ``request["max_transfer_bytes"]`` (they are compared on the device)."""
+        on_device = sum(x.nbytes for x in leaves if isinstance(x, self.torch.Tensor)) > request.get("max_transfer_bytes", 1 << 62)
+        return {
+            "seed": seed,
+            "structure": structure,
+            "outputs": [None if on_device else x for x in leaves],
+            "output_meta": [output_meta(x) for x in leaves],
+            "on_device": on_device,
+            "output_devices": [str(x.device) if isinstance(x, self.torch.Tensor) else "" for x in leaves],
+            "input_fingerprints": prints,
+            "input_bytes": sum(x.nbytes for x in inputs if isinstance(x, self.torch.Tensor)),
+        }
 
     def op_compare(self, request: dict[str, Any]) -> dict[str, Any]:
         """Compare a candidate's GPU outputs, shared through CUDA IPC, with the reference's.
@@ -167,19 +157,8 @@ class ReferenceOps:
             synchronize(self.device)
         except BaseException as exc:  # noqa: BLE001 - this example does not suit the problem
             return error_reply("reference", exc)
-        return {
-            "ok": True,
-            "trial": {
-                "seed": example["seed"],
-                "structure": structure,
-                "outputs": leaves,
-                "output_meta": [output_meta(x) for x in leaves],
-                "output_devices": [str(x.device) if isinstance(x, self.torch.Tensor) else "" for x in leaves],
-                "input_fingerprints": prints,
-                "input_bytes": sum(x.nbytes for x in inputs if isinstance(x, self.torch.Tensor)),
-                "on_device": False,
-            },
-        }
+        # Fuzz examples are small: their outputs always travel (no transfer limit).
+        return {"ok": True, "trial": self._trial_record(example["seed"], structure, leaves, inputs, prints, {})}
 
     def op_audit(self, request: dict[str, Any]) -> dict[str, Any]:
         """Reference outputs for an audit: two seeds, the first again, and with TF32 on."""

@@ -14,8 +14,6 @@ This module stores and fetches; it neither validates nor evaluates.
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -27,6 +25,7 @@ import attrs
 from kz_core.model import EvalResult, Finding, ModuleStats, Problem, content_hash
 from kz_core.proposer.similarity import Fingerprint, fingerprint
 from kz_core.serialization import from_json_dict, to_json_dict
+from kz_core.store import SqliteStore
 
 #: The pool's file name inside a run directory.
 POOL_FILE = "pool.sqlite"
@@ -119,32 +118,18 @@ def _entry(row: tuple[Any, ...]) -> PoolEntry:
     )
 
 
-class ModulePool:
+class ModulePool(SqliteStore):
     """The pool in one SQLite file; a context manager.
 
     :param path: the file (``<run dir>/pool.sqlite``, see :func:`open_pool`).
     """
 
+    SCHEMA = SCHEMA
+
     def __init__(self, path: Path | str):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
+        super().__init__(Path(path))
         self._fingerprints: dict[str, Fingerprint | None] = {}
         self._fingerprinted_up_to = 0
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __enter__(self) -> ModulePool:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # -- writing ------------------------------------------------------------------------
 

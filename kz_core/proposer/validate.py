@@ -160,22 +160,14 @@ def static_findings(
 # -- judging a worker's measurements ----------------------------------------------------
 
 
-def _passes(expected: list[Any], actual: list[Any], table: str, atol: float, rtol: float) -> bool:
-    from kz_core.evaluate.correctness import compare, tolerance_for
-
-    for want, got in zip(expected, actual):
-        found, _, _ = compare(want, got, tolerance_for(want.dtype, table, atol, rtol))
-        if any(f.severity is Severity.ERROR for f in found):
-            return False
-    return len(expected) == len(actual)
-
-
 def _single_element_constant(runs: dict[str, Any], table: str, atol: float, rtol: float) -> bool:
     """For outputs of one element each: does another seed's output, or zero, pass?"""
     import torch
 
+    from kz_core.evaluate.audit import outputs_pass
+
     first, second = runs["first"]["outputs"], runs["second"]["outputs"]
-    return _passes(second, first, table, atol, rtol) or _passes(second, [torch.zeros_like(t) for t in second], table, atol, rtol)
+    return outputs_pass(second, first, table, atol, rtol) or outputs_pass(second, [torch.zeros_like(t) for t in second], table, atol, rtol)
 
 
 def judge_measurements(reply: dict[str, Any], apis: Sequence[str], catalog: dict[str, Any], proposer: Any, eval_config: Any) -> list[Finding]:
