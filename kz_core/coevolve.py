@@ -40,7 +40,6 @@ prints nothing; ``kz train`` prints the summary.
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from collections.abc import Sequence
@@ -50,7 +49,9 @@ from typing import Any
 from loguru import logger
 from omegaconf import OmegaConf
 
+from kz_core.config import grpo_groups
 from kz_core.model import Finding, Problem, Severity, TrainingSummary
+from kz_core.paths import replace_file
 
 #: The phases of one round, in order.
 PHASES: tuple[str, ...] = ("proposer", "pool", "frontier", "coder", "heldout")
@@ -91,13 +92,7 @@ def load_state(run_dir: Path, config: Any) -> dict[str, Any]:
 
 def save_state(run_dir: Path, state: dict[str, Any]) -> None:
     """Write the state atomically: a crash leaves the old file or the new one, never half."""
-    path = Path(run_dir) / STATE_FILE
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        json.dump(state, handle, indent=2, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    replace_file(Path(run_dir) / STATE_FILE, json.dumps(state, indent=2, sort_keys=True))
 
 
 def finished_phases(state: dict[str, Any], round_number: int) -> list[str]:
@@ -295,8 +290,7 @@ class Coevolution:
         config, steps = self.config, self.config.coevolve.proposer_steps
         if steps == 0:
             return {"skipped": "coevolve.proposer_steps is 0"}
-        train = config.train
-        count = max(1, steps * train.per_device_train_batch_size * train.gradient_accumulation_steps // max(1, train.num_generations))
+        count = grpo_groups(config.train, steps)
         rng = random.Random(f"{config.run.seed}:coevolve:{round_number}:proposer")
         api_sets = sample_api_sets(api_catalog(), self.pool.stats(), count, config.proposer.min_apis, config.proposer.max_apis, config.frontier, rng)
         summary = self._train("proposer", api_sets, steps, self.round_dir(round_number, "proposer"))

@@ -327,6 +327,13 @@ class KzConfig:
 PRESET_PACKAGE = "kz_core.presets"
 
 
+def grpo_groups(train: Any, steps: int | None = None) -> int:
+    """Prompts that ``steps`` GRPO optimizer steps consume (None: ``train.max_steps``): one
+    per group of ``num_generations`` completions in each step's batches; at least 1."""
+    steps = train.max_steps if steps is None else steps
+    return max(1, steps * train.per_device_train_batch_size * train.gradient_accumulation_steps // max(1, train.num_generations))
+
+
 def available_presets() -> list[str]:
     """Names of the presets shipped inside the package (YAML files without ``.yaml``)."""
     folder = importlib.resources.files(PRESET_PACKAGE)

@@ -1,12 +1,14 @@
 """Where kz keeps files that outlive a run: the user's cache folder.
 
 ``$KZ_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/kz``, else ``~/.cache/kz``. Nothing here
-creates or deletes anything except the folder itself on request.
+creates or deletes anything except the folder itself on request. Also
+:func:`replace_file`, how kz writes a file that must never be seen half-written.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 #: Overrides the cache folder.
@@ -26,3 +28,16 @@ def cache_dir(create: bool = False) -> Path:
     if create:
         path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def replace_file(path: Path | str, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, flushed
+    to disk, then renamed over ``path``. A crash leaves the old file or the new one, never
+    half of one; concurrent writers each replace it whole."""
+    path = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as handle:
+        handle.write(raw)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(handle.name, path)

@@ -45,7 +45,7 @@ from typing import Any
 
 import attrs
 
-from kz_core.paths import cache_dir
+from kz_core.paths import cache_dir, replace_file
 
 #: Wall-clock seconds all ``load_inline`` builds of one candidate may take together; a
 #: cold build of a small extension takes about a minute (most of it compiling torch's
@@ -259,9 +259,7 @@ def read_record(folder: Path) -> BuildRecord | None:
 
 
 def _write_record(folder: Path, record: BuildRecord) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as handle:
-        json.dump(attrs.asdict(record), handle)
-    os.replace(handle.name, folder / RECORD_NAME)
+    replace_file(folder / RECORD_NAME, json.dumps(attrs.asdict(record)))
 
 
 # -- reading compiler output ------------------------------------------------------------------

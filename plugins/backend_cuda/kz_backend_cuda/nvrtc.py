@@ -14,14 +14,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from kz_core.paths import cache_dir
+from kz_core.paths import cache_dir, replace_file
 
 #: Architecture used when no GPU is visible (NVRTC needs a target).
 DEFAULT_ARCH = "sm_90"
@@ -114,7 +113,5 @@ def compile_source(source: str, options: dict[str, Any] | None = None, arch: str
     data = bytes(cubin.code)
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
-            handle.write(data)
-        os.replace(handle.name, path)
+        replace_file(path, data)
     return CompiledSource(data, arch, key, False, time.perf_counter() - started)

@@ -25,14 +25,15 @@ by reason, the Coder's correctness on valid modules and the waiting share.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
 
+from kz_core.config import grpo_groups
 from kz_core.model import Problem
+from kz_core.paths import replace_file
 from kz_core.prompts import coder_prompt, proposer_prompt
 
 from kz_policy_hf.errors import PolicyError
@@ -206,9 +207,7 @@ def drop_metrics_after(path: Path, step: int) -> int:
             pass
         dropped += 1
     if dropped:
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        os.replace(temporary, path)
+        replace_file(path, "".join(line + "\n" for line in kept))
         logger.info("{}: dropped {} lines of steps after {} (they are trained again)", path.name, dropped, step)
     return dropped
 
@@ -264,12 +263,6 @@ def train_coder(problems: list[Problem], config: Any, run_dir: Path, journal: An
     return _train(config, run_dir, "coder", reward, prompt_dataset(problems, config), _coder_line)
 
 
-def proposer_rows(config: Any) -> int:
-    """Prompts the Proposer's dataset needs: one per GRPO group of every step."""
-    train = config.train
-    return max(1, train.max_steps * train.per_device_train_batch_size * train.gradient_accumulation_steps // max(1, train.num_generations))
-
-
 def train_proposer(config: Any, run_dir: Path, journal: Any = None, api_sets: list[tuple[str, ...]] | None = None) -> dict[str, Any]:
     """Train the Proposer with GRPO (learnability rewards); returns a summary of the run.
 
@@ -277,7 +270,7 @@ def train_proposer(config: Any, run_dir: Path, journal: Any = None, api_sets: li
 
     :param api_sets: the API sets to prompt with, one dataset row each (the co-evolution
         loop draws them from its own pool); None: drawn once, at the start, weighted by
-        the frontier of the run's pool, as many as :func:`proposer_rows` says.
+        the frontier of the run's pool, as many as :func:`kz_core.config.grpo_groups` says.
     :raises PolicyError: a bad option, no API sets, or a model that cannot be loaded.
     """
     import random
@@ -292,7 +285,7 @@ def train_proposer(config: Any, run_dir: Path, journal: Any = None, api_sets: li
             stats = pool.stats()
         proposer = config.proposer
         try:
-            api_sets = sample_api_sets(api_catalog(), stats, proposer_rows(config), proposer.min_apis, proposer.max_apis, config.frontier, random.Random(config.run.seed))
+            api_sets = sample_api_sets(api_catalog(), stats, grpo_groups(config.train), proposer.min_apis, proposer.max_apis, config.frontier, random.Random(config.run.seed))
         except ValueError as exc:
             raise PolicyError(f"cannot draw API sets: {exc}") from exc
     api_sets = [tuple(apis) for apis in api_sets if apis]
