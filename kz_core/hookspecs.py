@@ -39,6 +39,12 @@ hookspec = pluggy.HookspecMarker("kz")
 hookimpl = pluggy.HookimplMarker("kz")
 
 
+class HookUserError(RuntimeError):
+    """Raised by a hook implementation for a failure the user can fix (a model that cannot be
+    found, an impossible option); the message says what to change. kz's commands print it
+    as one line and exit with status 2, as for their own usage errors."""
+
+
 # ---------------------------------------------------------------------------------------
 # Registration: what a plugin provides. Called once, when plugins are loaded.
 # ---------------------------------------------------------------------------------------

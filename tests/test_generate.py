@@ -76,6 +76,25 @@ def test_no_sampler_is_a_clear_error():
         sample_candidates([PROBLEMS.get("1_vector_add")], 1, "triton", config, get_plugin_manager())
 
 
+def test_a_plugins_user_error_is_one_line_and_exit_status_2(register_plugin, tmp_path):
+    from click.testing import CliRunner
+
+    from kz_core import HookUserError
+    from kz_core.cli import _register_commands, cli
+
+    class NoModel:
+        @hookimpl
+        def sample_completions(self, prompts, n, role, config):
+            if config.sampler == "no-model":
+                raise HookUserError("model 'missing' not found: set policy.model to a folder or a model id")
+
+    register_plugin(NoModel(), "no-model")
+    _register_commands()
+    outcome = CliRunner().invoke(cli, ["generate", "--n", "1", f"run.root={tmp_path}", "policy.sampler=no-model", "problems.ids=1"])
+    assert outcome.exit_code == 2, outcome.output
+    assert "kz: model 'missing' not found: set policy.model" in outcome.output and "Traceback" not in outcome.output
+
+
 @pytest.mark.slow
 def test_kz_generate_eval_with_the_embedded_model_offline(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "COLUMNS": "200"}

@@ -54,6 +54,7 @@ def register_commands(cli):
     @config_options
     def generate_command(config, problems_source, n, backend, out_path, evaluate, device, as_json) -> None:
         """Sample kernels from the policy model (policy.model; default: the embedded SmolLM2)."""
+        from kz_core import HookUserError
         from kz_core.cli import KzUsageError, apply_options, stderr, stdout
         from kz_core.evaluate import Evaluator, EvaluatorError
         from kz_core.evaluate.journal import Journal
@@ -74,12 +75,8 @@ def register_commands(cli):
         run_dir = open_run_dir(config, command="kz generate")
         try:
             samples = sample_candidates(problem_set.problems, n, config.eval.backend, config.policy, get_plugin_manager())
-        except PolicyUnavailableError as exc:
+        except (PolicyUnavailableError, HookUserError) as exc:
             raise KzUsageError(str(exc)) from exc
-        except Exception as exc:  # a policy plugin's own error (no model, bad option) says what to do
-            if type(exc).__name__ == "PolicyError":
-                raise KzUsageError(str(exc)) from exc
-            raise
         out = Path(out_path) if out_path else run_dir / "completions.jsonl"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(json.dumps({**to_json_dict(s), "candidate": s.code is not None}) + "\n" for s in samples), encoding="utf-8")

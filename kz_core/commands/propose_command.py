@@ -49,6 +49,7 @@ def register_commands(cli):
         """Propose modules with the Proposer policy, validate them, add them to the pool."""
         from omegaconf import OmegaConf
 
+        from kz_core import HookUserError
         from kz_core.cli import KzUsageError, stderr, stdout
         from kz_core.evaluate import EvaluatorError
         from kz_core.generate import PolicyUnavailableError
@@ -66,12 +67,8 @@ def register_commands(cli):
         with open_pool(run_dir) as pool:
             try:
                 validations, summary = propose_round(n, config, pool, get_plugin_manager(), device=device)
-            except (PolicyUnavailableError, EvaluatorError, ValueError) as exc:
+            except (PolicyUnavailableError, EvaluatorError, HookUserError, ValueError) as exc:
                 raise KzUsageError(str(exc)) from exc
-            except Exception as exc:  # a policy plugin's own error (no model, bad option) says what to do
-                if type(exc).__name__ == "PolicyError":
-                    raise KzUsageError(str(exc)) from exc
-                raise
         with (run_dir / "modules.jsonl").open("a", encoding="utf-8") as handle:
             for name, validation in zip(summary.names, validations):
                 record = {**to_json_dict(validation), "name": name, "round": summary.round, "reason": validation.reason}

@@ -81,6 +81,7 @@ def register_commands(cli):
             return
         from omegaconf import OmegaConf
 
+        from kz_core import HookUserError
         from kz_core.cli import KzUsageError, resolve_config, stderr, stdout
         from kz_core.coevolve import CoevolveError, run_coevolution
         from kz_core.evaluate import EvaluatorError
@@ -99,12 +100,8 @@ def register_commands(cli):
         stderr.print(f"co-evolution: {config.coevolve.rounds} rounds in {run_dir}", highlight=False)
         try:
             rounds = run_coevolution(config, run_dir)
-        except (CoevolveError, PolicyUnavailableError, EvaluatorError, ValueError) as exc:
+        except (CoevolveError, PolicyUnavailableError, EvaluatorError, HookUserError, ValueError) as exc:
             raise KzUsageError(str(exc)) from exc
-        except Exception as exc:  # a policy plugin's own error (no model, bad option) says what to do
-            if type(exc).__name__ == "PolicyError":
-                raise KzUsageError(str(exc)) from exc
-            raise
         try:
             page = write_report(run_dir)
         except ImportError as exc:  # matplotlib is a dependency, but an image may lack it

@@ -7,6 +7,9 @@ what to do. This module holds nothing else and must not import torch or transfor
 
 from __future__ import annotations
 
+from kz_core import HookUserError
 
-class PolicyError(RuntimeError):
-    """A policy could not be loaded or sampled; the message says what to change."""
+
+class PolicyError(HookUserError):
+    """A policy could not be loaded or sampled; the message says what to change (kz's
+    commands print it as a usage error)."""
