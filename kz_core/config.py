@@ -198,6 +198,10 @@ class EvalConfig:
     # reference worker copies them out of the candidate's GPU memory (CUDA IPC) and
     # compares them there.
     transfer_limit_mb: int = 16
+    # On a GPU, a problem whose inputs and outputs of one call take more than this (MiB)
+    # has its candidates' trials and timing run one at a time (loading and compiling still
+    # overlap), so that concurrent workers cannot exhaust the GPU's memory.
+    large_problem_mb: int = 1024
 
 
 @dataclass

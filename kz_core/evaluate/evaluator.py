@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import os
 import secrets
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -54,7 +56,7 @@ from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Findi
 from kz_core.serialization import from_json_dict
 
 #: Settings that never change a verdict, left out of journal keys.
-_KEY_EXCLUDED = {"workers", "reference_workers", "cache", "scratch_dir", "reference_cache_mb", "backend", "device"}
+_KEY_EXCLUDED = {"workers", "reference_workers", "cache", "scratch_dir", "reference_cache_mb", "large_problem_mb", "backend", "device"}
 #: Verdicts after which a candidate worker is replaced rather than reused.
 _RETIRE_AFTER = {Verdict.REJECTED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}
 
@@ -130,6 +132,7 @@ class Evaluator:
             self.device, "candidate", workers, SandboxSettings(cpu_budget_s=self.config.cpu_time_limit_s, **common), self.config.recycle_after
         )
         self._gpu = SharedExclusiveLock()
+        self._large = threading.Lock()
         self._closed = False
         settings = to_container(self.config)
         self._config_key = json.dumps({k: v for k, v in settings.items() if k not in _KEY_EXCLUDED}, sort_keys=True)
@@ -360,6 +363,24 @@ class Evaluator:
             call_worker(worker, {"op": "unload"}, 60, "unload")
             return self._finish(candidate, problem, findings, started, timings=timings, environment=environment)
 
+        # A problem whose inputs and outputs are large has one candidate at a time on the
+        # GPU, from its trials to its timing, so that concurrent workers cannot exhaust memory.
+        large = self.device != "cpu" and reference.footprint_bytes > self.config.large_problem_mb << 20
+        with self._large if large else contextlib.nullcontext():
+            return self._run_loaded(worker, candidate, problem, reference, findings, timings, started, environment)
+
+    def _run_loaded(
+        self,
+        worker: WorkerProcess,
+        candidate: Candidate,
+        problem: Problem,
+        reference: ReferenceRecord,
+        findings: list[Finding],
+        timings: StageTimings,
+        started: float,
+        environment: Environment,
+    ) -> EvalResult:
+        """Trials, fuzzing and timing of a loaded candidate, then its unload."""
         trials_started = time.perf_counter()
         with self._gpu.shared():
             reply, failure = self._trials(worker, problem, reference)

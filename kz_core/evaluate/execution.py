@@ -58,6 +58,23 @@ def to_device(values: list[Any], device: str) -> list[Any]:
 
 
 def make_inputs(problem_module: types.ModuleType, seed: int, device: str) -> list[Any]:
+    """``get_inputs()`` under ``seed``, on ``device``.
+
+    On a GPU the inputs are drawn there (``get_inputs`` runs with the GPU as torch's default
+    device): KernelBench's level-1 inputs reach 17 GB, which a CPU draws in minutes and the
+    GPU in milliseconds. A ``get_inputs`` that cannot run so (it mixes in CPU tensors or
+    NumPy) is run again on the CPU under the same seed. Every process makes the same choice,
+    so the reference and the candidate always see the same inputs.
+    """
+    if device.startswith("cuda"):
+        seed_everything(seed)
+        try:
+            with torch.device(device):
+                return to_device(list(problem_module.get_inputs()), device)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception:  # noqa: BLE001 - this get_inputs needs the CPU
+            pass
     seed_everything(seed)
     return to_device(list(problem_module.get_inputs()), device)
 

@@ -63,6 +63,14 @@ class ReferenceRecord:
     #: Outputs too large to move: compared on the GPU by a reference worker.
     on_device: bool = False
 
+    @property
+    def footprint_bytes(self) -> int:
+        """The bytes of one call's inputs and outputs (the largest over the trials)."""
+        return max(
+            (trial["input_bytes"] + sum(meta["nbytes"] for meta in trial["output_meta"]) for trial in self.trials.values()),
+            default=0,
+        )
+
 
 class SharedExclusiveLock:
     """Many shared holders or one exclusive holder; a waiting exclusive blocks new shared."""

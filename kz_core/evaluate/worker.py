@@ -166,6 +166,9 @@ def serve(sock: socket.socket) -> None:
             wire.send_reply(sock, reply)
         except TypeError as exc:  # an output that cannot be encoded
             wire.send_reply(sock, error_reply("reply", exc))
+        del reply
+        if worker.role == "reference":
+            worker.release_cached_memory()
 
 
 def main() -> None:

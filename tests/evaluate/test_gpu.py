@@ -75,3 +75,39 @@ def test_gpu_outputs_compared_on_the_device(ipc_evaluator):
         result = ipc_evaluator.evaluate([cheat_candidate(cheats[f"triton/{name}"])])[0]
         assert result.verdict is not Verdict.CORRECT, name
         assert wrong_output_family(header["check"]) & {f.check for f in result.findings if f.severity is Severity.ERROR}, (name, result.message)
+
+
+def test_gpu_inputs_drawn_on_the_device_or_on_the_cpu_alike(example_problems):
+    """Inputs are drawn on the GPU; a get_inputs that needs the CPU (it mixes in NumPy)
+    falls back there in every process alike, so the candidate still sees the reference's
+    inputs. With eval.large_problem_mb=0 every problem is 'large': candidates run their
+    trials and timing one at a time, and are still all correct."""
+    import torch
+
+    from kz_core.config import load_config
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.execution import make_inputs
+    from kz_core.model import Problem
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    vector_add = next(p for p in example_problems if p.name == "1_vector_add")
+    module = type(torch)("vector_add")
+    exec(vector_add.code, module.__dict__)
+    drawn = make_inputs(module, 7, "cuda")
+    assert all(x.is_cuda for x in drawn)
+    torch.manual_seed(7)
+    assert not torch.equal(drawn[0].cpu(), torch.randn(module.n))  # not the CPU's draw
+    numpy_code = vector_add.code.replace(
+        "return [torch.randn(n), torch.randn(n)]",
+        "import numpy\n    a = torch.randn(n)\n    return [a, a * 0 + torch.from_numpy(numpy.random.rand(n).astype('float32'))]",
+    )
+    assert numpy_code != vector_add.code
+    numpy_problem = Problem("7_numpy_inputs", numpy_code)
+    candidate_code = next(c for c in example_candidates("triton") if c.problem == "1_vector_add").code
+    config = load_config(None, ["eval.device=cuda", "eval.workers=2", "eval.cache=false", "eval.large_problem_mb=0", "eval.baselines=[eager]"]).eval
+    with Evaluator([*example_problems, numpy_problem], config) as evaluator:
+        results = evaluator.evaluate([*example_candidates("triton"), Candidate("7_numpy_inputs", "triton", candidate_code, "numpy")])
+    for result in results:
+        assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
+        assert result.runtime is not None and result.runtime.clock == "cuda_events"
