@@ -45,7 +45,9 @@ import triton.language as tl
 @triton.jit
 def _kz_copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
     # src_ptr, dst_ptr: contiguous buffers of n elements; one program copies BLOCK of them.
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    # 64-bit offsets: KernelBench level 1 has outputs past 2**31 elements (the size
+    # variation trial makes them larger still), where int32 offsets wrap around.
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     tl.store(dst_ptr + offsets, tl.load(src_ptr + offsets, mask=mask), mask=mask)
 

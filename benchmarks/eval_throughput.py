@@ -26,6 +26,7 @@ def main() -> None:
     parser.add_argument("--problems", required=True)
     parser.add_argument("--level", type=int, default=1)
     parser.add_argument("--limit", type=int, default=0, help="first N problems only")
+    parser.add_argument("--ids", default="", help="only these problem ids, comma-separated (e.g. 34,95)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--passes", type=int, default=2)
@@ -37,6 +38,9 @@ def main() -> None:
     from kz_core.model import Candidate
 
     problems = kernelbench_problems(args.problems, args.level)
+    if args.ids:
+        wanted = {int(i) for i in args.ids.split(",")}
+        problems = [p for p in problems if p.problem_id in wanted]
     if args.limit:
         problems = problems[: args.limit]
     candidates = [Candidate(p.name, "triton", wrapping_candidate(p.code), "bench") for p in problems]
@@ -58,6 +62,8 @@ def main() -> None:
                 t = result.timings
                 stages = " ".join(f"{name} {getattr(t, name + '_s'):.1f}s" for name in ("static", "compile", "correctness", "timing", "total") if getattr(t, name + "_s") is not None)
                 print(f"pass {number + 1}: {len(done)} done after {time.perf_counter() - started:.0f} s: {result.problem} {result.verdict.value} ({stages})", flush=True)
+                if result.verdict.value != "correct":
+                    print(f"    {result.message[:600]}", flush=True)
 
             results = evaluator.evaluate(candidates, progress=report)
             elapsed = time.perf_counter() - started

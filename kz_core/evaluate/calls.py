@@ -44,7 +44,8 @@ def stage_failure(reply: dict[str, Any]) -> Finding:
 def call_worker(worker: WorkerProcess, request: dict[str, Any], timeout: float, stage: str) -> tuple[dict[str, Any] | None, Finding | None]:
     """One request; a timeout, a dead worker or a failed stage comes back as a finding.
 
-    A reply that reports a fatal CUDA error retires the worker (its context is unusable).
+    A reply that reports a fatal CUDA error retires the worker (its context is unusable),
+    whether the request failed or the worker could still reply with its results.
     """
     try:
         reply = worker.call(request, timeout=timeout)
@@ -55,8 +56,8 @@ def call_worker(worker: WorkerProcess, request: dict[str, Any], timeout: float, 
         return None, Finding("worker_died", f"{stage}: {exc}" + (f"\nworker output:\n{tail}" if tail else ""))
     except WorkerError as exc:
         return None, Finding("worker_died", f"{stage}: {exc}")
+    if reply.get("cuda_error"):
+        worker.kill()  # a fatal CUDA error, even in a reply that still carries results
     if not reply.get("ok"):
-        if reply.get("cuda_error"):
-            worker.kill()
         return reply, stage_failure(reply)
     return reply, None

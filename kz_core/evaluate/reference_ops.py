@@ -51,6 +51,7 @@ class ReferenceOps:
         except BaseException as exc:  # noqa: BLE001
             return error_reply("reference", exc)
         variant = None
+        cuda_error = False
         for overrides in request.get("variations", []):
             try:
                 varied = self.varied_module(request["problem"], overrides)
@@ -59,11 +60,18 @@ class ReferenceOps:
                 prints = fingerprint(inputs)
                 structure, leaves = flatten_outputs(varied_model(*inputs))
                 synchronize(self.device)
-            except BaseException:  # noqa: BLE001 - this rebinding does not suit the problem
+            except BaseException as exc:  # noqa: BLE001 - this rebinding does not suit the problem
+                # Rebound sizes can break a problem's own assumptions (class indices beyond
+                # a size that was not rebound): on a GPU that is a device-side assert, which
+                # leaves this process's CUDA context unusable. The trials are already on the
+                # host; reply with them, no variation, and let the parent replace this worker.
+                if error_reply("reference", exc)["cuda_error"]:
+                    cuda_error = True
+                    break
                 continue
             variant = {"overrides": overrides, "trial": self._trial_record(request["variant_seed"], structure, leaves, inputs, prints, request)}
             break
-        return {"ok": True, "trials": trials, "variant": variant, "seconds": time.perf_counter() - started}
+        return {"ok": True, "trials": trials, "variant": variant, "seconds": time.perf_counter() - started, "cuda_error": cuda_error}
 
     def _trial_record(self, seed: int, structure: Any, leaves: list[Any], inputs: list[Any], prints: Any, request: dict[str, Any]) -> dict[str, Any]:
         """One reference trial's reply: its outputs, or only their description when they
@@ -72,7 +80,9 @@ class ReferenceOps:
         return {
             "seed": seed,
             "structure": structure,
-            "outputs": [None if on_device else x for x in leaves],
+            # On the host already: a later request that kills the CUDA context (a size
+            # variation) cannot lose them.
+            "outputs": [None if on_device else (x.cpu() if isinstance(x, self.torch.Tensor) else x) for x in leaves],
             "output_meta": [output_meta(x) for x in leaves],
             "on_device": on_device,
             "output_devices": [str(x.device) if isinstance(x, self.torch.Tensor) else "" for x in leaves],

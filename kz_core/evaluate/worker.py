@@ -164,11 +164,16 @@ def serve(sock: socket.socket) -> None:
         reply = handler(request) if handler else {"ok": False, "stage": "protocol", "message": f"unknown op {op!r}"}
         try:
             wire.send_reply(sock, reply)
-        except TypeError as exc:  # an output that cannot be encoded
+        except (OSError, wire.WireError):
+            return
+        except Exception as exc:  # noqa: BLE001 - an output that cannot be encoded or copied to the host
             wire.send_reply(sock, error_reply("reply", exc))
         del reply
         if worker.role == "reference":
-            worker.release_cached_memory()
+            try:
+                worker.release_cached_memory()
+            except Exception:  # noqa: BLE001 - a dead CUDA context: the parent replaces this worker
+                pass
 
 
 def main() -> None:

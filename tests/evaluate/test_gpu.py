@@ -111,3 +111,42 @@ def test_gpu_inputs_drawn_on_the_device_or_on_the_cpu_alike(example_problems):
     for result in results:
         assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
         assert result.runtime is not None and result.runtime.clock == "cuda_events"
+
+
+CLASS_INDEX_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, logits, targets):
+        return torch.nn.functional.cross_entropy(logits, targets)
+
+
+batch_size = 512
+num_classes = 16
+input_shape = (16,)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, *input_shape), torch.randint(0, num_classes, (batch_size,))]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_gpu_a_size_variation_that_kills_the_reference_context_is_dropped(gpu_evaluator):
+    """Rebinding num_classes (but not input_shape) draws class indices past the logits:
+    a device-side assert in the reference worker. The reference's trials still come back,
+    without a size variation, and the worker is replaced for the next request."""
+    from kz_core.model import Problem
+
+    problem = Problem("8_class_index", CLASS_INDEX_PROBLEM)
+    record = gpu_evaluator.references.get(problem)
+    assert not record.error, record.error
+    assert record.variant is None
+    assert len(record.trials) == len(gpu_evaluator.seeds.trials) + len(gpu_evaluator.seeds.timing)
+    again = gpu_evaluator.references.get(Problem("8_class_index_renamed", CLASS_INDEX_PROBLEM + "\n# another hash\n"))
+    assert not again.error, again.error

@@ -121,3 +121,31 @@ def test_a_hundred_candidates_with_ten_failures(example_problems):
     assert all(v is not Verdict.CORRECT for k, v in verdicts.items() if k.startswith("bad"))
     assert live_marked_processes() == []
     assert os.getpid()  # the calling process is alive and well
+
+
+def test_a_reply_that_reports_a_fatal_cuda_error_retires_its_worker():
+    """A worker whose CUDA context died can still reply with results it had on the host
+    (a reference whose size variation hit a device-side assert): the reply is used, and
+    the worker is replaced all the same."""
+    from kz_core.evaluate.calls import call_worker
+
+    class Worker:
+        killed = 0
+
+        def __init__(self, reply):
+            self.reply = reply
+
+        def call(self, request, timeout):
+            return self.reply
+
+        def kill(self):
+            self.killed += 1
+
+    dead = Worker({"ok": True, "trials": [1], "cuda_error": True})
+    reply, failure = call_worker(dead, {"op": "reference"}, 10, "reference")
+    assert failure is None and reply["trials"] == [1] and dead.killed == 1
+    healthy = Worker({"ok": True, "trials": [1], "cuda_error": False})
+    assert call_worker(healthy, {"op": "reference"}, 10, "reference")[1] is None and healthy.killed == 0
+    failed = Worker({"ok": False, "stage": "run", "message": "AcceleratorError: CUDA error: an illegal memory access", "cuda_error": True})
+    reply, failure = call_worker(failed, {"op": "trials"}, 10, "correctness trials")
+    assert failure is not None and failure.check == "runtime_error" and failed.killed == 1
