@@ -60,7 +60,7 @@ def main() -> None:
                 # Every result with its stage timings, so that a run cut short by a time limit
                 # still says where the time went.
                 t = result.timings
-                stages = " ".join(f"{name} {getattr(t, name + '_s'):.1f}s" for name in ("static", "compile", "correctness", "timing", "total") if getattr(t, name + "_s") is not None)
+                stages = " ".join(f"{name} {getattr(t, name + '_s'):.1f}s" for name in ("static", "reference", "waiting", "compile", "correctness", "timing", "baseline", "total") if getattr(t, name + "_s") is not None)
                 print(f"pass {number + 1}: {len(done)} done after {time.perf_counter() - started:.0f} s: {result.problem} {result.verdict.value} ({stages})", flush=True)
                 if result.verdict.value != "correct":
                     print(f"    {result.message[:600]}", flush=True)

@@ -150,12 +150,23 @@ class Tolerance:
 
 @attrs.frozen
 class StageTimings:
-    """Wall-clock seconds spent in each evaluation stage (None: stage not reached)."""
+    """Wall-clock seconds spent in each evaluation stage (None: stage not reached).
+
+    ``total_s`` is more than the sum of the stages by the time spent waiting for a free
+    candidate worker; ``reference_s`` includes waiting for a reference worker, and
+    ``waiting_s`` the wait for a worker and, on a GPU, for a large problem's turn.
+    """
 
     static_s: float | None = None
+    #: Getting the problem's reference outputs (computed, or waited for; ~0 when cached).
+    reference_s: float | None = None
+    #: Waiting for a candidate worker, and for a large problem's turn on the GPU.
+    waiting_s: float | None = None
     compile_s: float | None = None
     correctness_s: float | None = None
     timing_s: float | None = None
+    #: Timing the eager and compile baselines (~0 when cached).
+    baseline_s: float | None = None
     total_s: float | None = None
 
 

@@ -22,7 +22,17 @@ small_int = st.integers(min_value=0, max_value=10**6)
 findings = st.builds(model.Finding, check=text, message=text, severity=st.sampled_from(model.Severity), line=st.none() | small_int)
 runtime_stats = st.builds(model.RuntimeStats, median_ms=finite, iqr_ms=finite, min_ms=finite, trials=small_int, clock=st.sampled_from(["cuda_events", "cpu"]))
 environments = st.builds(model.Environment, device=text, device_name=text, python=text, torch=text, backend_version=text, driver=text)
-timings = st.builds(model.StageTimings, static_s=maybe_float, compile_s=maybe_float, correctness_s=maybe_float, timing_s=maybe_float, total_s=maybe_float)
+timings = st.builds(
+    model.StageTimings,
+    static_s=maybe_float,
+    reference_s=maybe_float,
+    waiting_s=maybe_float,
+    compile_s=maybe_float,
+    correctness_s=maybe_float,
+    timing_s=maybe_float,
+    baseline_s=maybe_float,
+    total_s=maybe_float,
+)
 messages = st.builds(model.ChatMessage, role=st.sampled_from(["system", "user", "assistant"]), content=text)
 
 STRATEGIES = {

@@ -305,12 +305,16 @@ class Evaluator:
         runs_here = self.device != "cpu" or info is None or info.runs_on_cpu
         reference = ReferenceRecord()
         if runs_here and not compile_only:
+            reference_started = time.perf_counter()
             reference = self.references.get(problem)
+            timings = attrs.evolve(timings, reference_s=time.perf_counter() - reference_started)
             if reference.error:
                 findings.append(Finding("reference_error", f"the problem's reference failed, so nothing can be checked: {reference.error}"))
                 return self._finish(candidate, problem, findings, started, timings=timings)
         try:
+            waiting_started = time.perf_counter()
             with self._candidate_pool.acquire() as worker:
+                timings = attrs.evolve(timings, waiting_s=time.perf_counter() - waiting_started)
                 return self._run_candidate(worker, candidate, problem, reference, findings, timings, started, compile_only)
         except WorkerStartError as exc:
             raise EvaluatorError(str(exc)) from exc
@@ -366,7 +370,9 @@ class Evaluator:
         # A problem whose inputs and outputs are large has one candidate at a time on the
         # GPU, from its trials to its timing, so that concurrent workers cannot exhaust memory.
         large = self.device != "cpu" and reference.footprint_bytes > self.config.large_problem_mb << 20
+        turn_started = time.perf_counter()
         with self._large if large else contextlib.nullcontext():
+            timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
             return self._run_loaded(worker, candidate, problem, reference, findings, timings, started, environment)
 
     def _run_loaded(
@@ -412,7 +418,7 @@ class Evaluator:
             findings += self._fuzz(worker, problem, candidate)
         if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
             fields.update(self._time(worker, problem, reference, findings))
-            fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None))
+            fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None), baseline_s=fields.pop("baseline_s", None))
         unload, _ = call_worker(worker, {"op": "unload"}, 60, "unload")
         if unload and unload.get("flags_changed"):
             name, (before, after) = next(iter(unload["flags_changed"].items()))
@@ -495,10 +501,12 @@ class Evaluator:
         if self.device == "cpu":
             return fields  # CPU timings are recorded, never turned into speedups
         baselines: dict[str, RuntimeStats] = {}
+        baseline_started = time.perf_counter()
         for mode in self.config.baselines:
             stats = self.references.baseline(problem, mode, findings)
             if stats is not None:
                 baselines[mode] = stats
+        fields["baseline_s"] = time.perf_counter() - baseline_started
         fields["baselines"] = baselines
         fields["speedups"] = {mode: stats.median_ms / runtime.median_ms for mode, stats in baselines.items() if runtime.median_ms > 0}
         trial = reference.trials[self.seeds.timing[0]]

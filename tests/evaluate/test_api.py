@@ -20,6 +20,12 @@ def test_evaluate_async_runs_batches_concurrently(cpu_evaluator):
 
     first, second = asyncio.run(main())
     assert [r.verdict for r in first] == [Verdict.CORRECT, Verdict.CORRECT]
+    for result in first:  # every stage of a correct candidate says how long it took
+        t = result.timings
+        stages = [t.static_s, t.reference_s, t.waiting_s, t.compile_s, t.correctness_s, t.timing_s]
+        assert None not in stages, t
+        assert t.baseline_s is None  # on a CPU there are no baselines
+        assert sum(stages) <= t.total_s
     assert [r.verdict for r in second] == [Verdict.FORMAT_ERROR, Verdict.FORMAT_ERROR]
     assert [f.check for f in second[0].findings] == ["syntax_error"]
     assert [f.check for f in second[1].findings] == ["unknown_problem"]
