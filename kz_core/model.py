@@ -152,9 +152,8 @@ class Tolerance:
 class StageTimings:
     """Wall-clock seconds spent in each evaluation stage (None: stage not reached).
 
-    ``total_s`` is more than the sum of the stages by the time spent waiting for a free
-    candidate worker; ``reference_s`` includes waiting for a reference worker, and
-    ``waiting_s`` the wait for a worker and, on a GPU, for a large problem's turn.
+    ``reference_s`` includes waiting for a reference worker; ``total_s`` also covers what
+    no stage names (fuzzing, unloading the candidate).
     """
 
     static_s: float | None = None

@@ -49,7 +49,7 @@ from kz_core.evaluate.judge import (
     speed_of_light_finding,
     summary_message,
 )
-from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock
+from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError
 from kz_core.evaluate.timing import TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
@@ -509,8 +509,7 @@ class Evaluator:
         fields["baseline_s"] = time.perf_counter() - baseline_started
         fields["baselines"] = baselines
         fields["speedups"] = {mode: stats.median_ms / runtime.median_ms for mode, stats in baselines.items() if runtime.median_ms > 0}
-        trial = reference.trials[self.seeds.timing[0]]
-        bytes_moved = trial["input_bytes"] + sum(meta["nbytes"] for meta in trial["output_meta"])
+        bytes_moved = call_bytes(reference.trials[self.seeds.timing[0]])
         bandwidth = peak_bandwidth_gbps(self._environment().device_name, self.config.peak_bandwidth_gbps)
         flag = speed_of_light_finding(runtime.median_ms, bytes_moved, bandwidth)
         if flag is not None:

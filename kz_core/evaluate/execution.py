@@ -455,6 +455,12 @@ CUDA_FATAL_MARKERS = (
 )
 
 
+def is_fatal_cuda_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the process's CUDA context is unusable."""
+    message = f"{type(exc).__name__}: {exc}"
+    return any(marker in message for marker in CUDA_FATAL_MARKERS)
+
+
 def error_reply(stage: str, exc: BaseException) -> dict[str, Any]:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     message = f"{type(exc).__name__}: {exc}"
@@ -464,7 +470,7 @@ def error_reply(stage: str, exc: BaseException) -> dict[str, Any]:
         "error": type(exc).__name__,
         "message": message[:2000],
         "traceback": text[-6000:],
-        "cuda_error": any(marker in message for marker in CUDA_FATAL_MARKERS),
+        "cuda_error": is_fatal_cuda_error(exc),
     }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kz_core.evaluate.execution import error_reply, output_meta
+from kz_core.evaluate.execution import error_reply, is_fatal_cuda_error, output_meta
 
 
 class ReferenceOps:
@@ -65,7 +65,7 @@ class ReferenceOps:
                 # a size that was not rebound): on a GPU that is a device-side assert, which
                 # leaves this process's CUDA context unusable. The trials are already on the
                 # host; reply with them, no variation, and let the parent replace this worker.
-                if error_reply("reference", exc)["cuda_error"]:
+                if is_fatal_cuda_error(exc):
                     cuda_error = True
                     break
                 continue

@@ -51,6 +51,11 @@ class Seeds:
         )
 
 
+def call_bytes(trial: dict[str, Any]) -> int:
+    """The bytes of one reference call's inputs and outputs (a trial record's)."""
+    return trial["input_bytes"] + sum(meta["nbytes"] for meta in trial["output_meta"])
+
+
 @attrs.frozen
 class ReferenceRecord:
     """Reference outputs per seed for one problem, or why the reference failed."""
@@ -66,10 +71,7 @@ class ReferenceRecord:
     @property
     def footprint_bytes(self) -> int:
         """The bytes of one call's inputs and outputs (the largest over the trials)."""
-        return max(
-            (trial["input_bytes"] + sum(meta["nbytes"] for meta in trial["output_meta"]) for trial in self.trials.values()),
-            default=0,
-        )
+        return max((call_bytes(trial) for trial in self.trials.values()), default=0)
 
 
 class SharedExclusiveLock:
