@@ -58,10 +58,11 @@ for what in "$@"; do
     setup) setup ;;
     model-p1) mkdir -p "$HOME/smol" && cp .model/p1/* "$HOME/smol/" && ls -la "$HOME/smol" ;;
     model) stage model model ;;
-    tests) stage tests timeout "${KZ_TESTS_S:-420}" $PY -m pytest -m gpu tests/evaluate plugins -q -rs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" ;;
+    tests) stage tests timeout "${KZ_TESTS_S:-420}" $PY -m pytest -m gpu tests/evaluate plugins -q -rs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" ${KZ_TESTS_K:+-k "$KZ_TESTS_K"} ;;
+    spread) stage timing_spread timeout "${KZ_SPREAD_S:-240}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --methods "${KZ_SPREAD_METHODS:-graph,events}" --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
     bench-eval)
       stage eval_throughput timeout "${KZ_EVAL_S:-150}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl --level 1 --limit "${KZ_EVAL_LIMIT:-40}" --device cuda --workers 4 --out "$OUT/eval_throughput.json"
-      stage timing_spread timeout "${KZ_SPREAD_S:-80}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
+      stage timing_spread timeout "${KZ_SPREAD_S:-80}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --methods graph --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
     bench-cuda) stage cuda_compile timeout "${KZ_CUDA_S:-200}" $PY benchmarks/cuda_compile.py --out "$OUT/cuda_compile.json" ;;
     sampling) stage sampling timeout "${KZ_SAMPLING_S:-120}" $PY benchmarks/sampling_throughput.py --problems .kb/problems.jsonl --level 1 --prompts 8 --n 8 --batch-sizes 8 --out "$OUT/sampling.json" ;;
     train-coder)

@@ -172,6 +172,17 @@ class EvalConfig:
     timing: bool = True
     # Baselines timed on the same GPU for speedups: `eager` and/or `compile`.
     baselines: list[str] = field(default_factory=lambda: ["eager", "compile"])
+    # GPU timing method: `graph` (the forward captured once in a CUDA graph, replays timed
+    # with events: the GPU's time without the host's launch and synchronisation latency;
+    # a forward that cannot be captured falls back to `events`, and its baselines with
+    # it) or `events` (events around each call with a device-wide synchronisation inside).
+    # See docs/evaluation.md.
+    timing_method: str = "graph"
+    # Graph timing: calls are added to the graph (each on its own copy of the inputs)
+    # until one replay takes at least this many milliseconds.
+    graph_replay_ms: float = 1.0
+    # Graph timing: at most this many forward calls in one graph.
+    graph_max_calls: int = 512
     # GPU timing: warm-up per callable, milliseconds.
     warmup_ms: float = 25.0
     # GPU timing: at least this many timed trials.

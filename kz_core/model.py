@@ -177,8 +177,13 @@ class RuntimeStats:
     :ivar iqr_ms: interquartile range (p75 - p25), milliseconds.
     :ivar min_ms: fastest trial, milliseconds.
     :ivar trials: number of timed trials.
-    :ivar clock: ``"cuda_events"`` on a GPU, ``"cpu"`` for host wall-clock timings, which
-        are never turned into speedups.
+    :ivar clock: ``"cuda_graph"`` (CUDA graph replays timed with events) or
+        ``"cuda_events"`` (events around each call) on a GPU, ``"cpu"`` for host
+        wall-clock timings, which are never turned into speedups. Speedups only ever
+        compare timings of the same clock.
+    :ivar calls_per_trial: forward calls one timed trial replayed (a trial's time is
+        divided by it; 1 outside graph timing).
+    :ivar note: why a GPU timing is not of the requested method (``""`` when it is).
     """
 
     median_ms: float
@@ -186,6 +191,8 @@ class RuntimeStats:
     min_ms: float
     trials: int
     clock: str
+    calls_per_trial: int = 1
+    note: str = ""
 
 
 @attrs.frozen

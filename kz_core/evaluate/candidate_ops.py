@@ -205,27 +205,28 @@ class CandidateOps:
         return record, seen, leaves
 
     def op_time(self, request: dict[str, Any]) -> dict[str, Any]:
-        from kz_core.evaluate.execution import flatten_outputs, make_inputs, synchronize
-        from kz_core.evaluate.timing import TimingSettings, time_calls
+        from kz_core.evaluate.execution import flatten_outputs, make_inputs, synchronize, torch_compute_ops
+        from kz_core.evaluate.timing import TimingSettings, time_forward
 
         if not self.candidate or "model" not in self.candidate:
             return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
         module = self.candidate["problem_module"]
         model = self.candidate["model"]
         try:
-            input_sets = [make_inputs(module, seed, self.device) for seed in request["seeds"]]
-            last: dict[int, Any] = {}
-
-            def call(index: int) -> None:
-                which = index % len(input_sets)
-                last[which] = model(*input_sets[which])
-
-            stats = time_calls(call, self.device, TimingSettings(**request["settings"]))
+            timed = time_forward(
+                model,
+                lambda seed: make_inputs(module, seed, self.device),
+                request["seeds"],
+                request["decoys"],
+                self.device,
+                TimingSettings(**request["settings"]),
+                record_ops=True,
+            )
             synchronize(self.device)
             outputs = []
             held = []
-            for which, seed in enumerate(request["seeds"]):
-                structure, leaves = flatten_outputs(last[which])
+            for seed, output in timed.outputs:
+                structure, leaves = flatten_outputs(output)
                 entry = {"seed": seed, "structure": structure, "outputs": [x if type(x) is self.torch.Tensor else None for x in leaves]}
                 if request.get("share"):
                     from kz_core.evaluate.execution import share_cuda_tensor
@@ -238,7 +239,13 @@ class CandidateOps:
                 self.candidate["held"] = held
         except BaseException as exc:  # noqa: BLE001
             return error_reply("timing", exc)
-        return {"ok": True, "stats": stats, "timed_outputs": outputs}
+        return {
+            "ok": True,
+            "stats": timed.stats,
+            "timed_outputs": outputs,
+            "compute_ops": torch_compute_ops(timed.torch_ops),
+            "retire": timed.dirty,
+        }
 
     def op_release(self, request: dict[str, Any]) -> dict[str, Any]:
         """Drop outputs held for a reference worker to copy."""

@@ -51,7 +51,7 @@ from kz_core.evaluate.judge import (
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError
-from kz_core.evaluate.timing import TimingSettings
+from kz_core.evaluate.timing import GRAPH_CLOCK, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.serialization import from_json_dict
 
@@ -111,6 +111,8 @@ class Evaluator:
             raise EvaluatorError(f"eval.guards={self.config.guards!r}: use strict or warn")
         if self.config.trials < 1:
             raise EvaluatorError("eval.trials must be at least 1")
+        if self.config.timing_method not in ("graph", "events"):
+            raise EvaluatorError(f"eval.timing_method={self.config.timing_method!r}: use graph or events")
         self.problems = {p.name: p for p in problems}
         self.device = resolve_device(self.config.device)
         from kz_core.plugins import backends
@@ -142,6 +144,9 @@ class Evaluator:
             max_trials=self.config.max_trials if self.device != "cpu" else self.config.cpu_timing_trials,
             budget_ms=self.config.time_budget_ms,
             target_relative_iqr=self.config.target_relative_iqr,
+            method=self.config.timing_method,
+            replay_ms=self.config.graph_replay_ms,
+            max_calls_per_replay=self.config.graph_max_calls,
         )
         reference_pool = WorkerPool(self.device, "reference", self.config.reference_workers, SandboxSettings(**common))
         self.references = ReferenceService(self.config, self.device, reference_pool, self._gpu, self.seeds, self._timing, self._environment)
@@ -416,10 +421,14 @@ class Evaluator:
         )
         if decide_verdict(findings) is Verdict.CORRECT and self.config.fuzz > 0:
             findings += self._fuzz(worker, problem, candidate)
+        retire = False
         if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
             fields.update(self._time(worker, problem, reference, findings))
             fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None), baseline_s=fields.pop("baseline_s", None))
+            retire = fields.pop("retire", False)
         unload, _ = call_worker(worker, {"op": "unload"}, 60, "unload")
+        if retire:
+            worker.kill()  # a failed graph capture left its random generator unusable
         if unload and unload.get("flags_changed"):
             name, (before, after) = next(iter(unload["flags_changed"].items()))
             findings.append(Finding("global_flags", f"the candidate changed {name} from {before} to {after}"))
@@ -475,46 +484,103 @@ class Evaluator:
         return result
 
     def _time(self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, findings: list[Finding]) -> dict[str, Any]:
-        fields: dict[str, Any] = {}
-        timing_started = time.perf_counter()
-        with self._gpu.exclusive():
-            reply, failure = call_worker(
-                worker,
-                {"op": "time", "seeds": list(self.seeds.timing), "settings": attrs.asdict(self._timing), "share": reference.on_device},
-                self.config.run_timeout_s,
-                "timing",
-            )
-        if reply is not None and failure is None and reference.on_device:
-            with self._gpu.shared():
-                for timed in reply["timed_outputs"]:
-                    timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call")
-            call_worker(worker, {"op": "release"}, 60, "release")
-        fields["timing_s"] = time.perf_counter() - timing_started
+        """Time the candidate and its baselines with the same clock.
+
+        With graph timing, a candidate that cannot be captured is compared with baselines
+        timed with events; a baseline that cannot be captured has the candidate timed
+        again with events, so that a speedup never compares two clocks.
+        """
+        spent: dict[str, Any] = {"timing_s": None, "baseline_s": None, "retire": False}
+
+        def timed(stage: str, function: Any, *args: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args)
+            finally:
+                spent[stage] = (spent[stage] or 0.0) + time.perf_counter() - started
+
+        fields = spent
+        events = attrs.evolve(self._timing, method="events")
+        reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings)
+        spent["retire"] = bool(reply and reply.get("retire"))
         if failure is not None or reply is None:
             findings.append(failure)  # type: ignore[arg-type]
             return fields
-        findings += judge_timed_outputs(
-            problem, reference.trials, reply, pm=self.pm, tolerance_table=self.config.tolerance, atol=self.config.atol, rtol=self.config.rtol
-        )
         runtime = from_json_dict(RuntimeStats, reply["stats"])
         fields["runtime"] = runtime
         if self.device == "cpu":
             return fields  # CPU timings are recorded, never turned into speedups
-        baselines: dict[str, RuntimeStats] = {}
-        baseline_started = time.perf_counter()
-        for mode in self.config.baselines:
-            stats = self.references.baseline(problem, mode, findings)
-            if stats is not None:
-                baselines[mode] = stats
-        fields["baseline_s"] = time.perf_counter() - baseline_started
+        settings = self._timing if runtime.clock == GRAPH_CLOCK else events
+        baselines = timed("baseline_s", self._baselines, problem, settings, findings)
+        if runtime.clock == GRAPH_CLOCK and any(stats.clock != GRAPH_CLOCK for stats in baselines.values()):
+            # A baseline could not be captured: time the candidate like it, with events.
+            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, events, findings)
+            spent["retire"] = spent["retire"] or bool(reply and reply.get("retire"))
+            if failure is not None or reply is None:
+                findings.append(failure)  # type: ignore[arg-type]
+                return fields
+            runtime = from_json_dict(RuntimeStats, reply["stats"])
+            fields["runtime"] = attrs.evolve(runtime, note=f"timed with CUDA events like its baselines ({_baseline_note(baselines)})")
+            baselines = timed("baseline_s", self._baselines, problem, events, findings)
         fields["baselines"] = baselines
-        fields["speedups"] = {mode: stats.median_ms / runtime.median_ms for mode, stats in baselines.items() if runtime.median_ms > 0}
+        fields["speedups"] = {
+            mode: stats.median_ms / runtime.median_ms for mode, stats in baselines.items() if runtime.median_ms > 0 and stats.clock == runtime.clock
+        }
         bytes_moved = call_bytes(reference.trials[self.seeds.timing[0]])
         bandwidth = peak_bandwidth_gbps(self._environment().device_name, self.config.peak_bandwidth_gbps)
         flag = speed_of_light_finding(runtime.median_ms, bytes_moved, bandwidth)
         if flag is not None:
             findings.append(flag)
         return fields
+
+    def _time_candidate(
+        self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, settings: TimingSettings, findings: list[Finding]
+    ) -> tuple[dict[str, Any] | None, Finding | None]:
+        """One timing request: ``(reply, failure)``. Timed calls whose outputs differ from
+        the reference's are the failure (``state_drift``), and so, under strict guards, are
+        torch ops computing in the captured calls (a warning under ``warn``)."""
+        request = {
+            "op": "time",
+            "seeds": list(self.seeds.timing),
+            "decoys": list(self.seeds.decoys),
+            "settings": attrs.asdict(settings),
+            "share": reference.on_device,
+        }
+        with self._gpu.exclusive():
+            reply, failure = call_worker(worker, request, self.config.run_timeout_s, "timing")
+        if reply is not None and failure is None and reference.on_device:
+            with self._gpu.shared():
+                for timed in reply["timed_outputs"]:
+                    timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call")
+            call_worker(worker, {"op": "release"}, 60, "release")
+        if failure is not None or reply is None:
+            return reply, failure
+        drift = judge_timed_outputs(
+            problem, reference.trials, reply, pm=self.pm, tolerance_table=self.config.tolerance, atol=self.config.atol, rtol=self.config.rtol
+        )
+        if drift:
+            return reply, drift[0]
+        if reply.get("compute_ops"):
+            ops = ", ".join(reply["compute_ops"][:8])
+            message = f"torch computed in the timed calls, captured in a CUDA graph ({ops}); the backend's kernels must do the work"
+            if self.config.guards == "strict":
+                return reply, Finding("torch_compute_in_forward", message)
+            if not any(f.check == "torch_compute_in_forward" for f in findings):
+                findings.append(Finding("torch_compute_in_forward", message, Severity.WARNING))
+        return reply, None
+
+    def _baselines(self, problem: Problem, settings: TimingSettings, findings: list[Finding]) -> dict[str, RuntimeStats]:
+        baselines: dict[str, RuntimeStats] = {}
+        for mode in self.config.baselines:
+            stats = self.references.baseline(problem, mode, findings, settings)
+            if stats is not None:
+                baselines[mode] = stats
+        return baselines
+
+
+def _baseline_note(baselines: dict[str, RuntimeStats]) -> str:
+    return "; ".join(f"{mode}: {stats.note}" for mode, stats in baselines.items() if stats.clock != GRAPH_CLOCK) or "not captured"
+
 
 def evaluate(
     problems: Iterable[Problem], candidates: Sequence[Candidate], config: EvalConfig | Any | None = None, *, journal: Journal | None = None

@@ -241,7 +241,7 @@ class ReferenceOps:
             restore_flags,
             synchronize,
         )
-        from kz_core.evaluate.timing import TimingSettings, time_calls
+        from kz_core.evaluate.timing import TimingSettings, time_forward
 
         try:
             module = self.problem_module(request["problem"])
@@ -279,7 +279,7 @@ class ReferenceOps:
 
     def op_baseline(self, request: dict[str, Any]) -> dict[str, Any]:
         from kz_core.evaluate.execution import instantiate, make_init_inputs, make_inputs
-        from kz_core.evaluate.timing import TimingSettings, time_calls
+        from kz_core.evaluate.timing import TimingSettings, time_forward
 
         try:
             module = self.problem_module(request["problem"])
@@ -287,13 +287,19 @@ class ReferenceOps:
             model = instantiate(module.Model, init_inputs, request["init_seed"], self.device)
             if request["mode"] == "compile":
                 model = self.torch.compile(model)
-            input_sets = [make_inputs(module, seed, self.device) for seed in request["seeds"]]
-            stats = time_calls(lambda i: model(*input_sets[i % len(input_sets)]), self.device, TimingSettings(**request["settings"]))
+            timed = time_forward(
+                model,
+                lambda seed: make_inputs(module, seed, self.device),
+                request["seeds"],
+                request["decoys"],
+                self.device,
+                TimingSettings(**request["settings"]),
+            )
         except BaseException as exc:  # noqa: BLE001
             return error_reply("baseline", exc)
         finally:
             if request["mode"] == "compile":
                 self.torch._dynamo.reset()
-        return {"ok": True, "stats": stats}
+        return {"ok": True, "stats": timed.stats, "retire": timed.dirty}
 
     # -- candidate role -----------------------------------------------------------------

@@ -40,6 +40,9 @@ class Seeds:
     trials: tuple[int, ...]
     timing: tuple[int, ...]
     variant: int
+    #: Inputs a CUDA graph is warmed up and captured on before the timing inputs are
+    #: copied into its buffers (``kz_core.evaluate.timing``); no reference needed.
+    decoys: tuple[int, ...]
 
     @classmethod
     def draw(cls, trials: int) -> Seeds:
@@ -48,6 +51,7 @@ class Seeds:
             trials=tuple(secrets.randbits(62) for _ in range(trials)),
             timing=tuple(secrets.randbits(62) for _ in range(2)),
             variant=secrets.randbits(62),
+            decoys=tuple(secrets.randbits(62) for _ in range(2)),
         )
 
 
@@ -136,8 +140,8 @@ class ReferenceService:
         self._bytes = 0
         self._locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self._records_lock = threading.Lock()
-        self._baselines: dict[tuple[str, str], RuntimeStats | None] = {}
-        self._baseline_locks: dict[tuple[str, str], threading.Lock] = collections.defaultdict(threading.Lock)
+        self._baselines: dict[tuple[str, str, str], RuntimeStats | None] = {}
+        self._baseline_locks: dict[tuple[str, str, str], threading.Lock] = collections.defaultdict(threading.Lock)
         self._baseline_cache: BaselineCache | None = None
 
     def close(self) -> None:
@@ -228,14 +232,18 @@ class ReferenceService:
             self._baseline_cache = BaselineCache(cache_dir(create=True) / "baselines.sqlite")
         return self._baseline_cache
 
-    def baseline(self, problem: Problem, mode: str, findings: list[Finding]) -> RuntimeStats | None:
-        """The timed ``mode`` baseline (``eager``, ``compile``); a failure adds a warning."""
-        key = (problem.content_hash, mode)
+    def baseline(self, problem: Problem, mode: str, findings: list[Finding], settings: TimingSettings | None = None) -> RuntimeStats | None:
+        """The timed ``mode`` baseline (``eager``, ``compile``); a failure adds a warning.
+
+        :param settings: how to time it (the evaluator's timing settings when None).
+        """
+        settings = settings if settings is not None else self.timing
+        key = (problem.content_hash, mode, settings.method)
         with self._baseline_locks[key]:
             if key in self._baselines:
                 return self._baselines[key]
             environment = self.environment()
-            timing = json.dumps(attrs.asdict(self.timing), sort_keys=True)
+            timing = json.dumps(attrs.asdict(settings), sort_keys=True)
             cache_key = result_key(problem.content_hash, mode, environment.device_name, environment.torch, timing)
             store = self._baseline_store()
             stats = store.get(cache_key) if store is not None else None
@@ -245,12 +253,15 @@ class ReferenceService:
                     "problem": problem_payload(problem),
                     "init_seed": self.seeds.init,
                     "seeds": list(self.seeds.timing),
+                    "decoys": list(self.seeds.decoys),
                     "mode": mode,
-                    "settings": attrs.asdict(self.timing),
+                    "settings": attrs.asdict(settings),
                 }
                 timeout = self.config.run_timeout_s + (self.config.compile_timeout_s if mode == "compile" else 0)
                 with self.gpu.exclusive(), self.pool.acquire() as worker:
                     reply, failure = call_worker(worker, request, timeout, f"{mode} baseline")
+                    if reply is not None and reply.get("retire"):
+                        worker.kill()  # a failed graph capture left its random generator unusable
                 if failure is not None or reply is None:
                     reason = failure.message if failure else "no reply"
                     findings.append(Finding("baseline", f"the {mode} baseline could not be timed: {reason}", Severity.WARNING))

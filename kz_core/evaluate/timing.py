@@ -1,23 +1,60 @@
-"""Timing a forward call: CUDA events on a GPU, wall clock on a CPU.
+"""Timing a forward call: CUDA graph replays or CUDA events on a GPU, wall clock on a CPU.
 
-On a GPU each trial flushes the L2 cache (writes a buffer twice its size), records a
-start event, calls the function, synchronises the whole device (so work a candidate put
-on other streams is inside the measurement), records the end event, and synchronises
-again. Trials continue until a time budget is spent or the spread is small; the median
-and interquartile range summarise them. On a CPU the same loop uses ``perf_counter`` and
-the result is labelled ``cpu``: such timings are recorded, never turned into speedups.
+Two methods on a GPU (``eval.timing_method``):
+
+``graph`` (the default)
+    The forward calls are captured once into a CUDA graph and the graph is replayed. A
+    timed trial flushes the L2 cache (writes a buffer larger than it), records a start
+    event, replays the graph and records an end event, all without waiting on the host,
+    so the time is the GPU's alone: no Python launcher, no host synchronisation latency.
+    The graph holds an even number of calls alternating over the two timing input sets
+    (each in its own buffers); when one pair of calls takes less than ``replay_ms``, more
+    calls go into the graph, each on its own copy of the inputs up to ``l2_flush_bytes``
+    of copies, so that inputs are read from memory, not from the L2 cache (parameters
+    small enough may stay in it). A trial's time is the replay's divided by its calls.
+
+    The calls are warmed up and captured on *decoy* inputs (other secret seeds); only then
+    are the timing inputs copied into the captured buffers. Outputs of the first and the
+    last replayed call on each input set are returned for checking against the reference,
+    so a graph that replays stale work (a result computed at capture time, on the side, or
+    looked up by buffer address) gives the decoys' answer and fails the check.
+
+    A forward that cannot be captured (it synchronises, reads a value back to the host,
+    allocates pinned memory, ...) or whose non-tensor inputs vary between seeds is timed
+    with ``events`` instead, and its stats say why (``note``).
+
+``events``
+    Each trial flushes the L2 cache, records a start event, calls the function,
+    synchronises the whole device (so work a candidate put on other streams is inside the
+    measurement), records the end event, and synchronises again. The host's launch and
+    synchronisation latency is inside every trial: tens of microseconds that dominate
+    small kernels.
+
+Trials continue until a time budget is spent or the spread is small; the median and
+interquartile range summarise them. On a CPU the loop uses ``perf_counter`` and the
+result is labelled ``cpu``: such timings are recorded, never turned into speedups.
 
 Runs inside worker processes only. It times; it does not judge.
 """
 
 from __future__ import annotations
 
+import gc
+import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
+
+#: Stats ``clock`` values.
+GRAPH_CLOCK = "cuda_graph"
+EVENTS_CLOCK = "cuda_events"
+CPU_CLOCK = "cpu"
+
+#: Trials enqueued between two host synchronisations in graph timing.
+_CHUNK = 10
 
 
 @attrs.frozen
@@ -30,9 +67,44 @@ class TimingSettings:
     budget_ms: float = 1000.0
     target_relative_iqr: float = 0.005
     l2_flush_bytes: int = 256 << 20
+    method: str = "graph"
+    replay_ms: float = 1.0
+    max_calls_per_replay: int = 512
 
 
-def summarize(times_ms: list[float], clock: str) -> dict[str, Any]:
+class GraphUnavailable(Exception):
+    """The forward call cannot be timed as a CUDA graph (the message says why).
+
+    :ivar dirty: a capture was begun and failed, which leaves torch's default CUDA
+        generator unusable in this process ("Offset increment outside graph capture").
+    """
+
+    def __init__(self, message: str, dirty: bool = False):
+        super().__init__(message)
+        self.dirty = dirty
+
+
+@attrs.define
+class Timed:
+    """What :func:`time_forward` measured.
+
+    :ivar stats: :func:`summarize`'s dict.
+    :ivar outputs: ``(seed, output)`` of timed calls, at least one per timing seed, for
+        the caller to check against the reference.
+    :ivar torch_ops: aten ops the forward called while it was captured (graph timing
+        with ``record_ops``): a forward that computes with torch only when captured shows
+        here what it hid from the correctness trials' profiler.
+    :ivar dirty: a graph capture failed in this process; it must not serve another
+        request that draws random inputs (the worker is replaced).
+    """
+
+    stats: dict[str, Any]
+    outputs: list[tuple[int, Any]]
+    torch_ops: list[str] = attrs.field(factory=list)
+    dirty: bool = False
+
+
+def summarize(times_ms: list[float], clock: str, calls_per_trial: int = 1, note: str = "") -> dict[str, Any]:
     ordered = sorted(times_ms)
     if len(ordered) >= 4:
         quartiles = statistics.quantiles(ordered, n=4, method="inclusive")
@@ -45,6 +117,8 @@ def summarize(times_ms: list[float], clock: str) -> dict[str, Any]:
         "min_ms": ordered[0],
         "trials": len(ordered),
         "clock": clock,
+        "calls_per_trial": calls_per_trial,
+        "note": note,
     }
 
 
@@ -55,14 +129,82 @@ def _stable(times_ms: list[float], settings: TimingSettings) -> bool:
     return stats["median_ms"] > 0 and stats["iqr_ms"] / stats["median_ms"] < settings.target_relative_iqr
 
 
+def _done(times_ms: list[float], measured_ms: float, settings: TimingSettings) -> bool:
+    return len(times_ms) >= settings.max_trials or (
+        len(times_ms) >= settings.min_trials and (measured_ms >= settings.budget_ms or _stable(times_ms, settings))
+    )
+
+
 def time_calls(call: Callable[[int], Any], device: str, settings: TimingSettings) -> dict[str, Any]:
-    """Time ``call(i)`` for trial i = 0, 1, ...; returns :func:`summarize`'s dict.
+    """Time ``call(i)`` for trial i = 0, 1, ... with events (GPU) or the wall clock (CPU);
+    returns :func:`summarize`'s dict.
 
     ``call`` receives the trial index so that the caller can alternate input sets.
     """
     if device.startswith("cuda"):
         return _time_cuda(call, device, settings)
     return _time_cpu(call, settings)
+
+
+def time_forward(
+    forward: Callable[..., Any],
+    make_inputs: Callable[[int], list[Any]],
+    seeds: Sequence[int],
+    decoys: Sequence[int],
+    device: str,
+    settings: TimingSettings,
+    record_ops: bool = False,
+) -> Timed:
+    """Time ``forward(*make_inputs(seed))`` over the timing ``seeds`` (two, alternating).
+
+    :param decoys: two seeds whose inputs a CUDA graph is warmed up and captured on.
+    :param record_ops: record the aten ops the forward calls while it is captured.
+    """
+    # The timing inputs are drawn first: a failed capture leaves torch's default CUDA
+    # generator unusable in this process (the fallback must not draw again).
+    input_sets = [make_inputs(seed) for seed in seeds]
+    note = ""
+    dirty = False
+    if device.startswith("cuda") and settings.method == "graph":
+        import torch
+
+        try:
+            return _time_graph(forward, make_inputs, input_sets, seeds, decoys, device, settings, record_ops)
+        except GraphUnavailable as exc:
+            note, dirty = f"timed with CUDA events: {exc}", exc.dirty
+        except torch.OutOfMemoryError:
+            note = "timed with CUDA events: out of GPU memory for graph timing"
+        _release(device)
+    last: dict[int, Any] = {}
+
+    def call(index: int) -> None:
+        which = index % len(input_sets)
+        last[which] = forward(*input_sets[which])
+
+    stats = time_calls(call, device, settings)
+    stats["note"] = note
+    return Timed(stats, [(seed, last[which]) for which, seed in enumerate(seeds) if which in last], dirty=dirty)
+
+
+def plan_replay(pair_ms: float, set_bytes: int, settings: TimingSettings) -> tuple[int, int]:
+    """How many calls a graph replays and over how many input buffers.
+
+    :param pair_ms: GPU time of one call on each of the two input sets.
+    :param set_bytes: bytes of one input set's tensors.
+    :returns: ``(calls, buffers)``: both even, ``calls`` a multiple of ``buffers``; call j
+        reads buffer ``j % buffers``, and buffer b holds input set ``b % 2``.
+    """
+    limit = max(2, settings.max_calls_per_replay - settings.max_calls_per_replay % 2)
+    if pair_ms * limit / 2 <= settings.replay_ms:  # even the most calls are short enough
+        calls = limit
+    else:
+        calls = min(limit, 2 * max(1, math.ceil(settings.replay_ms / pair_ms)))
+    if calls == 2:
+        return 2, 2
+    copies = max(1, math.ceil(settings.l2_flush_bytes / max(1, 2 * set_bytes)))
+    buffers = min(calls, 2 * copies)
+    calls = buffers * max(1, calls // buffers)
+    return calls, buffers
 
 
 def _time_cuda(call: Callable[[int], Any], device: str, settings: TimingSettings) -> dict[str, Any]:
@@ -76,7 +218,7 @@ def _time_cuda(call: Callable[[int], Any], device: str, settings: TimingSettings
         torch.cuda.synchronize(device)
         index += 1
     times: list[float] = []
-    while len(times) < settings.max_trials:
+    while not _done(times, sum(times), settings):
         flush.zero_()
         torch.cuda.synchronize(device)
         start = torch.cuda.Event(enable_timing=True)
@@ -88,21 +230,237 @@ def _time_cuda(call: Callable[[int], Any], device: str, settings: TimingSettings
         torch.cuda.synchronize(device)
         times.append(start.elapsed_time(end))
         index += 1
-        if len(times) >= settings.min_trials and (sum(times) >= settings.budget_ms or _stable(times, settings)):
-            break
     del flush
-    return summarize(times, "cuda_events")
+    return summarize(times, EVENTS_CLOCK)
 
 
 def _time_cpu(call: Callable[[int], Any], settings: TimingSettings) -> dict[str, Any]:
     call(0)  # warm-up: first-call compilation and caches
     times: list[float] = []
     index = 1
-    while len(times) < settings.max_trials:
+    while not _done(times, sum(times), settings):
         start = time.perf_counter()
         call(index)
         times.append((time.perf_counter() - start) * 1e3)
         index += 1
-        if len(times) >= settings.min_trials and (sum(times) >= settings.budget_ms or _stable(times, settings)):
-            break
-    return summarize(times, "cpu")
+    return summarize(times, CPU_CLOCK)
+
+
+# -- CUDA graphs --------------------------------------------------------------------------
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value, key=repr) for leaf in _leaves(value[key])]
+    return [value]
+
+
+def _signature(value: Any) -> Any:
+    """What must not change between the inputs a graph was captured on and those it replays."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), tuple(value.stride()), value.dtype, str(value.device), value.storage_offset())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_signature(item) for item in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((repr(key), _signature(value[key])) for key in sorted(value, key=repr)))
+    return ("value", repr(value))
+
+
+def _tensor_bytes(values: list[Any]) -> int:
+    import torch
+
+    return sum(x.untyped_storage().nbytes() for x in _leaves(values) if isinstance(x, torch.Tensor))
+
+
+def _clone(values: list[Any]) -> list[Any]:
+    import torch
+
+    def clone(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.clone()
+        if isinstance(value, (list, tuple)):
+            return type(value)(clone(item) for item in value)
+        if isinstance(value, dict):
+            return {key: clone(item) for key, item in value.items()}
+        return value
+
+    return clone(values)
+
+
+def _copy_into(buffers: list[Any], values: list[Any]) -> None:
+    import torch
+
+    for target, source in zip(_leaves(buffers), _leaves(values)):
+        if isinstance(target, torch.Tensor):
+            target.copy_(source)
+
+
+def _release(device: str) -> None:
+    import torch
+
+    gc.collect()
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+
+
+def _op_recorder(names: list[str]) -> Any:
+    """A dispatch mode that appends the name of every aten op called under it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            names.append(func._schema.name)
+            return func(*args, **(kwargs or {}))
+
+    return Recorder()
+
+
+def _capture(
+    forward: Callable[..., Any], buffers: list[list[Any]], calls: int, keep: set[int], device: str, ops: list[str] | None
+) -> tuple[Any, dict[int, Any]]:
+    """A graph of ``calls`` forward calls, call j on ``buffers[j % len(buffers)]``."""
+    import contextlib
+
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    kept: dict[int, Any] = {}
+    try:
+        with torch.cuda.graph(graph):
+            for j in range(calls):
+                with _op_recorder(ops) if ops is not None else contextlib.nullcontext():
+                    output = forward(*buffers[j % len(buffers)])
+                if j in keep:
+                    kept[j] = output
+                del output
+    except Exception as exc:  # noqa: BLE001 - anything the forward or the capture raised
+        kept.clear()
+        del graph
+        _check_context(device)
+        raise GraphUnavailable(f"capturing it in a CUDA graph failed: {_first_line(exc)}", dirty=True) from exc
+    return graph, kept
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+def _check_context(device: str) -> None:
+    """A failed capture must leave the device usable; re-raise what killed it otherwise.
+
+    The first attempt may meet the failed capture's error once more (CUDA reports a
+    non-sticky error to the next call that asks); a dead context fails both.
+    """
+    import torch
+
+    for attempt in range(2):
+        try:
+            torch.cuda.synchronize(device)
+            torch.zeros(1, device=device).add_(1).item()
+            return
+        except Exception:  # noqa: BLE001
+            if attempt:
+                raise
+
+
+def _replay_ms(graph: Any, flush: Any, device: str, replays: int) -> float:
+    """Median GPU time of a replay, measured as the trials are (the flush before the start
+    event keeps the GPU busy while the host launches the graph)."""
+    import torch
+
+    times = []
+    for _ in range(replays):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize(device)
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def _time_graph(
+    forward: Callable[..., Any],
+    make_inputs: Callable[[int], list[Any]],
+    input_sets: list[list[Any]],
+    seeds: Sequence[int],
+    decoys: Sequence[int],
+    device: str,
+    settings: TimingSettings,
+    record_ops: bool,
+) -> Timed:
+    import torch
+
+    if len(seeds) != 2 or len(decoys) != 2:
+        raise ValueError("graph timing needs two timing seeds and two decoy seeds")
+    signature = _signature(input_sets[0])
+    buffers = [make_inputs(seed) for seed in decoys]
+    if any(_signature(values) != signature for values in [*input_sets, *buffers]):
+        raise GraphUnavailable("its inputs' shapes or non-tensor values vary between seeds")
+    if not any(isinstance(x, torch.Tensor) and x.is_cuda for x in _leaves(buffers[0])):
+        raise GraphUnavailable("it has no GPU tensor input")
+    # Warm-up on a side stream, as CUDA graph capture wants (lazy initialisation, Triton's
+    # compilation and autotuning, cuBLAS workspaces happen here, not in the capture).
+    side = torch.cuda.Stream(device=device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    try:
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                for inputs in buffers:
+                    forward(*inputs)
+        torch.cuda.current_stream(device).wait_stream(side)
+        torch.cuda.synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - it ran on the default stream, not on another
+        _check_context(device)
+        raise GraphUnavailable(f"it failed on a stream other than the default one: {_first_line(exc)}") from exc
+
+    ops: list[str] | None = [] if record_ops else None
+    graph, kept = _capture(forward, buffers, 2, {0, 1}, device, ops)
+    flush = torch.empty(settings.l2_flush_bytes, dtype=torch.uint8, device=device)
+    graph.replay()
+    torch.cuda.synchronize(device)
+    pair_ms = _replay_ms(graph, flush, device, 5)
+    calls, count = plan_replay(pair_ms, _tensor_bytes(buffers[0]), settings)
+    if calls > 2:
+        del graph, kept
+        buffers += [_clone(buffers[b % 2]) for b in range(2, count)]
+        graph, kept = _capture(forward, buffers, calls, {0, 1, calls - 2, calls - 1}, device, ops)
+    # The timing inputs go into the captured buffers only now: the forward never saw them.
+    for which, values in enumerate(input_sets):
+        for b in range(which, count, 2):
+            _copy_into(buffers[b], values)
+    torch.cuda.synchronize(device)
+
+    started = time.perf_counter()
+    warm = 0
+    while warm < 2 or ((time.perf_counter() - started) * 1e3 < settings.warmup_ms and warm < 100):
+        graph.replay()
+        torch.cuda.synchronize(device)
+        warm += 1
+    times: list[float] = []
+    measured = 0.0
+    while not _done(times, measured, settings):
+        pending = []
+        for _ in range(min(_CHUNK, settings.max_trials - len(times))):
+            flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            pending.append((start, end))
+        torch.cuda.synchronize(device)
+        chunk_ms = 0.0
+        for start, end in pending:
+            elapsed = start.elapsed_time(end)
+            chunk_ms += elapsed
+            times.append(elapsed / calls)
+        measured += chunk_ms
+    del flush
+    outputs = [(seeds[j % 2], kept[j]) for j in sorted(kept)]
+    return Timed(summarize(times, GRAPH_CLOCK, calls), outputs, sorted(set(ops or [])))

@@ -1,7 +1,8 @@
 """The evaluator on a GPU (``pytest -m gpu`` on a CUDA machine; skipped elsewhere).
 
-Honest examples are correct, timed with CUDA events and compared with eager and
-torch.compile baselines; every cheat in the suite is caught on the GPU too, including
+Honest examples are correct, timed as CUDA graph replays and compared with eager and
+torch.compile baselines timed the same way (a forward that cannot be captured is timed
+with events, and its baselines with it); every cheat in the suite is caught on the GPU too, including
 those that only matter there (side streams), and memory left unwritten reads back NaN.
 """
 
@@ -25,9 +26,10 @@ def test_gpu_examples_are_correct_timed_and_compared_with_baselines(gpu_examples
     assert {r.backend for r in gpu_examples} == {"triton", "cuda"}
     for result in gpu_examples:
         assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
-        assert result.runtime is not None and result.runtime.clock == "cuda_events"
-        assert result.runtime.trials >= 10
+        assert result.runtime is not None and result.runtime.clock == "cuda_graph", result.runtime
+        assert result.runtime.trials >= 10 and result.runtime.calls_per_trial >= 2
         assert set(result.baselines) == {"eager", "compile"}, result.findings
+        assert {b.clock for b in result.baselines.values()} == {"cuda_graph"}, result.baselines
         assert set(result.speedups) == {"eager", "compile"}
         assert result.environment.device_name and result.environment.device.startswith("cuda")
 
@@ -110,7 +112,7 @@ def test_gpu_inputs_drawn_on_the_device_or_on_the_cpu_alike(example_problems):
         results = evaluator.evaluate([*example_candidates("triton"), Candidate("7_numpy_inputs", "triton", candidate_code, "numpy")])
     for result in results:
         assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
-        assert result.runtime is not None and result.runtime.clock == "cuda_events"
+        assert result.runtime is not None and result.runtime.clock == "cuda_graph"
 
 
 CLASS_INDEX_PROBLEM = """
@@ -150,3 +152,18 @@ def test_gpu_a_size_variation_that_kills_the_reference_context_is_dropped(gpu_ev
     assert len(record.trials) == len(gpu_evaluator.seeds.trials) + len(gpu_evaluator.seeds.timing)
     again = gpu_evaluator.references.get(Problem("8_class_index_renamed", CLASS_INDEX_PROBLEM + "\n# another hash\n"))
     assert not again.error, again.error
+
+
+def test_gpu_a_forward_that_cannot_be_captured_is_timed_with_events_like_its_baselines(gpu_evaluator):
+    """A forward that synchronises cannot go into a CUDA graph: it is timed with events,
+    says why, and its speedups compare it with baselines timed with events too."""
+    code = next(c for c in example_candidates("triton") if c.problem == "1_vector_add").code
+    synchronising = code.replace("        return add(a, b)", "        torch.cuda.synchronize()\n        return add(a, b)")
+    assert synchronising != code
+    result = gpu_evaluator.evaluate([Candidate("1_vector_add", "triton", synchronising, "sync")])[0]
+    assert result.verdict is Verdict.CORRECT, result.message
+    assert result.runtime is not None and result.runtime.clock == "cuda_events"
+    assert "CUDA graph" in result.runtime.note, result.runtime.note
+    assert {b.clock for b in result.baselines.values()} == {"cuda_events"}
+    assert set(result.speedups) == {"eager", "compile"}
+

@@ -94,7 +94,7 @@ def test_examples_in_both_cuda_formats_are_correct(inline_results):
             result = inline_results[f"{prefix}-{problem}"]
             assert result.verdict is Verdict.CORRECT, f"{result.sample_id}: {result.message}"
             assert result.launches and result.launches >= 1, result.sample_id
-            assert result.runtime is not None and result.runtime.clock == "cuda_events"
+            assert result.runtime is not None and result.runtime.clock == "cuda_graph", result.runtime
             assert "eager" in result.speedups, result.findings
     for problem in INLINE_EXAMPLES:
         notes = [f.message for f in inline_results[f"inline-{problem}"].findings if f.check == "backend"]

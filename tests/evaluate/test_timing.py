@@ -1,0 +1,86 @@
+"""Timing mechanics that run anywhere: the graph replay plan, the CPU path of
+``time_forward``, the stopping rule and the dispatch-mode op recorder (graph capture
+itself is covered by ``pytest -m gpu``)."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kz_core.evaluate import timing
+from kz_core.evaluate.timing import TimingSettings, plan_replay, time_forward
+
+
+def test_a_pair_of_calls_long_enough_is_replayed_alone():
+    assert plan_replay(pair_ms=2.0, set_bytes=1 << 20, settings=TimingSettings(replay_ms=0.5)) == (2, 2)
+
+
+def test_short_calls_are_batched_each_on_its_own_copy_of_the_inputs():
+    calls, buffers = plan_replay(pair_ms=0.01, set_bytes=64 << 10, settings=TimingSettings(replay_ms=0.5, max_calls_per_replay=256))
+    assert calls == 100 and buffers == 100  # 0.5 ms / 0.01 ms per pair, 2 calls a pair
+
+
+def test_copies_stop_at_the_rotation_budget_and_calls_cycle_over_them():
+    settings = TimingSettings(replay_ms=1.0, max_calls_per_replay=256, l2_flush_bytes=8 << 20)
+    calls, buffers = plan_replay(pair_ms=0.01, set_bytes=1 << 20, settings=settings)
+    assert buffers == 8  # 8 MB of copies of 1 MB input sets
+    assert calls == 200 and calls % buffers == 0
+
+
+@given(
+    pair_ms=st.floats(0.0, 50.0),
+    set_bytes=st.integers(0, 1 << 34),
+    replay_ms=st.floats(0.01, 10.0),
+    max_calls=st.integers(1, 2048),
+    rotation=st.integers(1, 1 << 30),
+)
+def test_replay_plans_are_even_bounded_and_cycle_whole(pair_ms, set_bytes, replay_ms, max_calls, rotation):
+    settings = TimingSettings(replay_ms=replay_ms, max_calls_per_replay=max_calls, l2_flush_bytes=rotation)
+    calls, buffers = plan_replay(pair_ms, set_bytes, settings)
+    assert calls % 2 == 0 and buffers % 2 == 0 and calls % buffers == 0
+    assert 2 <= buffers <= calls <= max(2, max_calls)
+    if buffers > 2:  # copies beyond the two input sets stay within the rotation budget
+        assert (buffers - 2) * set_bytes <= rotation
+
+
+def test_on_a_cpu_time_forward_alternates_the_seeds_and_returns_an_output_per_seed():
+    seen = []
+
+    def make(seed):
+        return [torch.full((4,), float(seed))]
+
+    def forward(x):
+        seen.append(float(x[0]))
+        return x * 2
+
+    timed = time_forward(forward, make, [3, 5], [7, 11], "cpu", TimingSettings(method="graph", min_trials=4, max_trials=4))
+    assert timed.stats["clock"] == "cpu" and timed.stats["trials"] == 4 and timed.stats["calls_per_trial"] == 1
+    assert set(seen) == {3.0, 5.0}  # decoys are for graph capture only
+    assert {seed: float(out[0]) for seed, out in timed.outputs} == {3: 6.0, 5: 10.0}
+
+
+def test_timing_stops_at_the_budget_or_once_stable():
+    settings = TimingSettings(min_trials=10, max_trials=1000, budget_ms=100.0, target_relative_iqr=0.01)
+    assert not timing._done([1.0] * 9, 9.0, settings)
+    assert timing._done([1.0] * 20, 20.0, settings)  # stable: IQR 0
+    noisy = [1.0, 2.0] * 10
+    assert not timing._done(noisy, 30.0, settings)
+    assert timing._done(noisy, 100.0, settings)
+    assert timing._done([1.0, 2.0] * 500, 1.0, settings)  # max_trials
+
+
+def test_the_op_recorder_names_the_aten_ops_called_under_it():
+    names: list[str] = []
+    x = torch.randn(4, 4)
+    with timing._op_recorder(names):
+        torch.softmax(x @ x, dim=-1)
+    assert "aten::mm" in names and "aten::_softmax" in names
+
+
+def test_inputs_that_differ_in_shape_or_value_do_not_share_a_graph():
+    a = [torch.zeros(2, 3), 4]
+    assert timing._signature(a) == timing._signature([torch.ones(2, 3), 4])
+    assert timing._signature(a) != timing._signature([torch.zeros(3, 2), 4])
+    assert timing._signature(a) != timing._signature([torch.zeros(2, 3), 5])
+    assert timing._signature(a) != timing._signature([torch.zeros(2, 3).t().contiguous().t(), 4])
