@@ -61,7 +61,11 @@ def main() -> None:
                 # still says where the time went.
                 t = result.timings
                 stages = " ".join(f"{name} {getattr(t, name + '_s'):.1f}s" for name in ("static", "reference", "waiting", "compile", "correctness", "timing", "baseline", "total") if getattr(t, name + "_s") is not None)
-                print(f"pass {number + 1}: {len(done)} done after {time.perf_counter() - started:.0f} s: {result.problem} {result.verdict.value} ({stages})", flush=True)
+                clock = f" {result.runtime.clock} x{result.runtime.calls_per_trial}" if result.runtime else ""
+                speedup = f" eager {result.speedups['eager']:.2f}x" if "eager" in result.speedups else ""
+                print(f"pass {number + 1}: {len(done)} done after {time.perf_counter() - started:.0f} s: {result.problem} {result.verdict.value}{clock}{speedup} ({stages})", flush=True)
+                if result.runtime and result.runtime.note:
+                    print(f"    {result.runtime.note[:300]}", flush=True)
                 if result.verdict.value != "correct":
                     print(f"    {result.message[:600]}", flush=True)
 
@@ -75,6 +79,7 @@ def main() -> None:
                     "seconds": round(elapsed, 1),
                     "candidates_per_minute": round(60 * len(results) / elapsed, 1),
                     "verdicts": dict(verdicts),
+                    "clocks": dict(collections.Counter(r.runtime.clock for r in results if r.runtime)),
                 }
             )
             print(passes[-1], flush=True)
