@@ -21,7 +21,9 @@ Two methods on a GPU (``eval.timing_method``):
 
     A forward that cannot be captured (it synchronises, reads a value back to the host,
     allocates pinned memory, ...) or whose non-tensor inputs vary between seeds is timed
-    with ``events`` instead, and its stats say why (``note``).
+    with ``events`` instead, and its stats say why (``note``). A failed capture leaves
+    torch's default CUDA generator unusable in the process, so the timing inputs are
+    drawn before any capture, and :attr:`Timed.dirty` asks for the worker's replacement.
 
 ``events``
     Each trial flushes the L2 cache, records a start event, calls the function,
