@@ -20,7 +20,7 @@ maybe_float = st.none() | st.floats(allow_nan=False, width=64)  # infinities all
 small_int = st.integers(min_value=0, max_value=10**6)
 
 findings = st.builds(model.Finding, check=text, message=text, severity=st.sampled_from(model.Severity), line=st.none() | small_int)
-runtime_stats = st.builds(model.RuntimeStats, median_ms=finite, iqr_ms=finite, min_ms=finite, trials=small_int, clock=st.sampled_from(["cuda_events", "cpu"]))
+runtime_stats = st.builds(model.RuntimeStats, median_ms=finite, iqr_ms=finite, min_ms=finite, trials=small_int, clock=st.sampled_from(["cuda_graph", "cuda_events", "cpu"]))
 environments = st.builds(model.Environment, device=text, device_name=text, python=text, torch=text, backend_version=text, driver=text)
 timings = st.builds(
     model.StageTimings,
