@@ -241,7 +241,7 @@ class ReferenceOps:
             restore_flags,
             synchronize,
         )
-        from kz_core.evaluate.timing import TimingSettings, time_forward
+        from kz_core.evaluate.timing import TimingSettings, time_calls
 
         try:
             module = self.problem_module(request["problem"])
