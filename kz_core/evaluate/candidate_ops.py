@@ -205,23 +205,14 @@ class CandidateOps:
         return record, seen, leaves
 
     def op_time(self, request: dict[str, Any]) -> dict[str, Any]:
-        from kz_core.evaluate.execution import flatten_outputs, make_inputs, synchronize, torch_compute_ops
-        from kz_core.evaluate.timing import TimingSettings, time_forward
+        from kz_core.evaluate.execution import flatten_outputs, synchronize, torch_compute_ops
 
         if not self.candidate or "model" not in self.candidate:
             return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
         module = self.candidate["problem_module"]
         model = self.candidate["model"]
         try:
-            timed = time_forward(
-                model,
-                lambda seed: make_inputs(module, seed, self.device),
-                request["seeds"],
-                request["decoys"],
-                self.device,
-                TimingSettings(**request["settings"]),
-                record_ops=True,
-            )
+            timed = self.time_forward(model, module, request, record_ops=True)
             synchronize(self.device)
             outputs = []
             held = []

@@ -278,8 +278,7 @@ class ReferenceOps:
         return {"ok": True, **sizes, "runs": runs, "op_names": op_names, "runtime": runtime}
 
     def op_baseline(self, request: dict[str, Any]) -> dict[str, Any]:
-        from kz_core.evaluate.execution import instantiate, make_init_inputs, make_inputs
-        from kz_core.evaluate.timing import TimingSettings, time_forward
+        from kz_core.evaluate.execution import instantiate, make_init_inputs
 
         try:
             module = self.problem_module(request["problem"])
@@ -287,14 +286,7 @@ class ReferenceOps:
             model = instantiate(module.Model, init_inputs, request["init_seed"], self.device)
             if request["mode"] == "compile":
                 model = self.torch.compile(model)
-            timed = time_forward(
-                model,
-                lambda seed: make_inputs(module, seed, self.device),
-                request["seeds"],
-                request["decoys"],
-                self.device,
-                TimingSettings(**request["settings"]),
-            )
+            timed = self.time_forward(model, module, request)
         except BaseException as exc:  # noqa: BLE001
             return error_reply("baseline", exc)
         finally:

@@ -209,16 +209,25 @@ def plan_replay(pair_ms: float, set_bytes: int, settings: TimingSettings) -> tup
     return calls, buffers
 
 
+def _warm_up(step: Callable[[int], Any], device: str, settings: TimingSettings, minimum: int) -> int:
+    """Run ``step(i)`` (synchronised) at least ``minimum`` times and for ``warmup_ms``, at
+    most 100 times; returns how many ran."""
+    import torch
+
+    started = time.perf_counter()
+    index = 0
+    while index < minimum or ((time.perf_counter() - started) * 1e3 < settings.warmup_ms and index < 100):
+        step(index)
+        torch.cuda.synchronize(device)
+        index += 1
+    return index
+
+
 def _time_cuda(call: Callable[[int], Any], device: str, settings: TimingSettings) -> dict[str, Any]:
     import torch
 
     flush = torch.empty(settings.l2_flush_bytes, dtype=torch.uint8, device=device)
-    started = time.perf_counter()
-    index = 0
-    while index < 3 or ((time.perf_counter() - started) * 1e3 < settings.warmup_ms and index < 100):
-        call(index)
-        torch.cuda.synchronize(device)
-        index += 1
+    index = _warm_up(call, device, settings, minimum=3)
     times: list[float] = []
     while not _done(times, sum(times), settings):
         flush.zero_()
@@ -370,21 +379,22 @@ def _check_context(device: str) -> None:
                 raise
 
 
-def _replay_ms(graph: Any, flush: Any, device: str, replays: int) -> float:
-    """Median GPU time of a replay, measured as the trials are (the flush before the start
-    event keeps the GPU busy while the host launches the graph)."""
+def _replays_ms(graph: Any, flush: Any, device: str, replays: int) -> list[float]:
+    """GPU milliseconds of ``replays`` replays, each after an L2 flush, enqueued together
+    and synchronised once (the flush in front of each keeps the GPU busy while the host
+    launches the graph, so the host's latency stays outside the events)."""
     import torch
 
-    times = []
+    pending = []
     for _ in range(replays):
         flush.zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         graph.replay()
         end.record()
-        torch.cuda.synchronize(device)
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        pending.append((start, end))
+    torch.cuda.synchronize(device)
+    return [start.elapsed_time(end) for start, end in pending]
 
 
 def _time_graph(
@@ -427,7 +437,7 @@ def _time_graph(
     flush = torch.empty(settings.l2_flush_bytes, dtype=torch.uint8, device=device)
     graph.replay()
     torch.cuda.synchronize(device)
-    pair_ms = _replay_ms(graph, flush, device, 5)
+    pair_ms = statistics.median(_replays_ms(graph, flush, device, 5))
     calls, count = plan_replay(pair_ms, _tensor_bytes(buffers[0]), settings)
     if calls > 2:
         del graph, kept
@@ -439,30 +449,13 @@ def _time_graph(
             _copy_into(buffers[b], values)
     torch.cuda.synchronize(device)
 
-    started = time.perf_counter()
-    warm = 0
-    while warm < 2 or ((time.perf_counter() - started) * 1e3 < settings.warmup_ms and warm < 100):
-        graph.replay()
-        torch.cuda.synchronize(device)
-        warm += 1
+    _warm_up(lambda _: graph.replay(), device, settings, minimum=2)
     times: list[float] = []
     measured = 0.0
     while not _done(times, measured, settings):
-        pending = []
-        for _ in range(min(_CHUNK, settings.max_trials - len(times))):
-            flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            pending.append((start, end))
-        torch.cuda.synchronize(device)
-        chunk_ms = 0.0
-        for start, end in pending:
-            elapsed = start.elapsed_time(end)
-            chunk_ms += elapsed
-            times.append(elapsed / calls)
-        measured += chunk_ms
+        replays = _replays_ms(graph, flush, device, min(_CHUNK, settings.max_trials - len(times)))
+        measured += sum(replays)
+        times += [elapsed / calls for elapsed in replays]
     del flush
     outputs = [(seeds[j % 2], kept[j]) for j in sorted(kept)]
     return Timed(summarize(times, GRAPH_CLOCK, calls), outputs, sorted(set(ops or [])))

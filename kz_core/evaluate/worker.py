@@ -115,6 +115,22 @@ class Worker(ReferenceOps, CandidateOps):
             self.problems[key] = load_module(problem["code"], f"kz_problem_{key[:12]}", str(folder / f"{problem['name']}.py"))
         return self.problems[key]
 
+    def time_forward(self, forward: Any, module: Any, request: dict[str, Any], record_ops: bool = False) -> Any:
+        """Time ``forward`` on the problem ``module``'s inputs as a ``time`` or ``baseline``
+        request asks (its ``seeds``, ``decoys`` and ``settings``): a ``timing.Timed``."""
+        from kz_core.evaluate.execution import make_inputs
+        from kz_core.evaluate.timing import TimingSettings, time_forward
+
+        return time_forward(
+            forward,
+            lambda seed: make_inputs(module, seed, self.device),
+            request["seeds"],
+            request["decoys"],
+            self.device,
+            TimingSettings(**request["settings"]),
+            record_ops=record_ops,
+        )
+
     def varied_module(self, problem: dict[str, Any], overrides: dict[str, int]) -> Any:
         """A fresh copy of the problem's module with size constants rebound."""
         from kz_core.evaluate.execution import load_module
