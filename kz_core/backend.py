@@ -101,3 +101,29 @@ class LaunchCounter:
         with self.lock:
             self.count += 1
             self.kernels[name] = self.kernels.get(name, 0) + 1
+
+
+class TrustedKernels:
+    """A candidate's kernels as the trusted executor holds them (``backend_kernels``).
+
+    Built from the candidate's source as data, never by running its module. The executor
+    calls :meth:`launch` for each kernel step of a recorded plan, on the current stream of
+    the current device, with the step's arguments already resolved to the executor's own
+    tensors; it counts the launches itself.
+    """
+
+    #: The backend name these kernels belong to.
+    backend: str = ""
+
+    def launch(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
+        """Launch one kernel step: ``step["kernel"]`` says which (what the backend's launch
+        path recorded), ``step["grid"]`` the grid; ``args`` and ``options`` as recorded.
+
+        :raises KernelCompileError: the kernel does not compile (reported as a compile error).
+        :raises Exception: anything else: the launch failed (a runtime error).
+        """
+        raise NotImplementedError
+
+    def describe(self) -> list[str]:
+        """Short notes for the result (which kernels exist, cache hits)."""
+        return []

@@ -168,6 +168,13 @@ class EvalConfig:
     # MiB of free GPU memory filled with NaN before each candidate call, so that outputs
     # left unwritten read back as NaN, not as stale results.
     poison_mb: int = 256
+    # Isolation mechanisms NOT to use for candidate processes, though the kernel has them:
+    # any of landlock, seccomp, namespaces (kz detects what the kernel lacks by itself and
+    # says so; this is for testing the fallbacks and for machines where one misbehaves).
+    isolation_off: list[str] = field(default_factory=list)
+    # Most MiB of tensors (parameters, buffers) a candidate's recorded forward may hold;
+    # they travel from its sandboxed process to the executor that replays it.
+    plan_constant_mb: int = 4096
     # Time correct candidates (and, on a GPU, the baselines).
     timing: bool = True
     # Baselines timed on the same GPU for speedups: `eager` and/or `compile`.

@@ -163,7 +163,7 @@ class FuzzSession:
     :param worker: a candidate worker that already holds this candidate (``kz eval --fuzz``).
     """
 
-    def __init__(self, problem: Problem, candidate: Candidate, config: Any = None, *, evaluator: Any = None, worker: Any = None):
+    def __init__(self, problem: Problem, candidate: Candidate, config: Any = None, *, evaluator: Any = None, worker: Any = None, executor: Any = None):
         from kz_core.evaluate import Evaluator
 
         self.problem = problem
@@ -172,8 +172,16 @@ class FuzzSession:
         self.evaluator = evaluator if evaluator is not None else Evaluator([problem], config)
         self._worker = worker
         self._lease: Any = None
+        self._executor = executor
+        self._executor_lease: Any = None
+        self._own_executor = executor is None
+        self._plans: set[str] = set()
         self.examples_run = 0
         self.discarded = 0
+        info = self.evaluator.backends.get(candidate.backend)
+        #: Examples are recorded in the candidate's process and replayed by a trusted
+        #: executor (as ``kz eval`` does for backends with trusted kernels).
+        self.verified = bool(info is not None and info.trusted_kernels and (self.evaluator.device != "cpu" or info.runs_on_cpu))
 
     def __enter__(self) -> FuzzSession:
         return self
@@ -188,9 +196,69 @@ class FuzzSession:
 
     def _release(self) -> None:
         if self._lease is not None:
+            if self._worker is not None and self.verified:
+                self._worker.kill()  # a candidate's process never outlives its use
             self._lease.__exit__(None, None, None)
             self._lease = None
             self._worker = None
+        if self._executor_lease is not None:
+            self._executor_lease.__exit__(None, None, None)
+            self._executor_lease = None
+            self._executor = None
+
+    def _prepared_executor(self) -> Any:
+        """The executor that replays this candidate's plans (prepared once)."""
+        if self._executor is not None and not self._executor.retired:
+            return self._executor
+        if not self._own_executor:
+            raise RuntimeError("the executor that held this candidate's plans is gone")
+        self._executor_lease = self.evaluator._executor_pool.acquire()
+        executor = self._executor_lease.__enter__()
+        request = {"op": "prepare", "candidate": attrs.asdict(self.candidate), "problem": problem_payload(self.problem), "plans": {}}
+        reply, failure = call_worker(executor, request, self.evaluator.config.compile_timeout_s, "compile")
+        if failure is not None or reply is None or reply.get("failure"):
+            message = failure.message if failure is not None else (reply or {}).get("failure", {}).get("message", "no reply")
+            raise RuntimeError(f"the candidate's kernels do not build, so it cannot be fuzzed: {message}")
+        self._executor = executor
+        self._plans = set()
+        return executor
+
+    def _verified_trials(self, example: FuzzExample, request: dict[str, Any]) -> dict[str, Any]:
+        """Record a plan for the example's shapes (decoy values) in the candidate's
+        process, then replay it on the example in the executor."""
+        import json
+        import secrets
+
+        from kz_core.evaluate.replies import ReplyError, validate_trials
+
+        config = self.evaluator.config
+        executor = self._prepared_executor()
+        key = "fuzz:" + json.dumps([example.overrides, example.dtype, example.layout], sort_keys=True)
+        if key not in self._plans:
+            worker = self._loaded_worker()
+            signature = {"key": key, "seed": secrets.randbits(62), "overrides": example.overrides, "example": attrs.asdict(example)}
+            record = {**request, "op": "record", "signatures": [signature], "warmup": 1, "max_constant_bytes": int(config.plan_constant_mb) << 20}
+            reply, failure = call_worker(worker, record, config.compile_timeout_s + config.run_timeout_s, "recording forward")
+            if failure is not None or reply is None:
+                raise FuzzFailure(example, [failure] if failure is not None else [Finding("runtime_error", "no reply")])
+            plans, constants, unreplayable = self.evaluator._received_plans(reply, required=key)
+            if unreplayable is not None:
+                raise FuzzFailure(example, [unreplayable])
+            added, failure = call_worker(executor, {"op": "add_plans", "plans": {key: (plans[key], constants[key])}}, config.run_timeout_s, "fuzz example")
+            if failure is not None:
+                raise FuzzFailure(example, [failure])
+            self._plans.add(key)
+        trial = {"seed": example.seed, "plan": key, "overrides": example.overrides, "example": attrs.asdict(example)}
+        trials, failure = call_worker(executor, {**request, "op": "execute", "trials": [trial]}, config.run_timeout_s, "fuzz example")
+        if failure is not None or trials is None:
+            raise FuzzFailure(example, [failure] if failure is not None else [Finding("runtime_error", "no reply")])
+        try:
+            trials = validate_trials(trials, {example.seed})
+        except ReplyError as exc:
+            raise FuzzFailure(example, [Finding("runtime_error", f"the executor's reply is malformed: {exc}")]) from exc
+        ops = {name: None for record in trials["trials"] for name in record.get("compute_ops", [])}
+        trials["compute_ops"] = list(ops)
+        return trials
 
     def _loaded_worker(self) -> Any:
         """A candidate worker holding this candidate (loaded again if its worker died)."""
@@ -219,11 +287,20 @@ class FuzzSession:
             self.discarded += 1
             hypothesis.reject()
         reference = {example.seed: reply["trial"]}
-        worker = self._loaded_worker()
         self.examples_run += 1
-        trials, failure = call_worker(worker, {**request, "op": "fuzz_trials", "examples": [attrs.asdict(example)]}, config.run_timeout_s, "fuzz example")
-        if failure is not None or trials is None:
-            raise FuzzFailure(example, [failure] if failure is not None else [Finding("runtime_error", "no reply")])
+        if self.verified:
+            trials = self._verified_trials(example, request)
+        else:
+            worker = self._loaded_worker()
+            trials, failure = call_worker(worker, {**request, "op": "fuzz_trials", "examples": [attrs.asdict(example)]}, config.run_timeout_s, "fuzz example")
+            if failure is not None or trials is None:
+                raise FuzzFailure(example, [failure] if failure is not None else [Finding("runtime_error", "no reply")])
+            try:
+                from kz_core.evaluate.replies import validate_trials
+
+                trials = validate_trials(trials, {example.seed})
+            except ValueError as exc:
+                raise FuzzFailure(example, [Finding("runtime_error", f"the candidate's reply is malformed: {exc}")]) from exc
         findings, _, _, _ = judge_trials(
             self.problem,
             reference,

@@ -17,7 +17,7 @@ import pluggy
 if TYPE_CHECKING:  # the specs' types, without importing click or torch at start-up
     import click
 
-    from kz_core.backend import CompiledCandidate, CompileFailure, RunOutput
+    from kz_core.backend import CompiledCandidate, CompileFailure, RunOutput, TrustedKernels
     from kz_core.config import KzConfig, PolicyConfig, RewardConfig
     from kz_core.model import (
         ApiSpec,
@@ -161,6 +161,29 @@ def backend_run(compiled: CompiledCandidate, model: Any, inputs: list[Any]) -> R
     :param model: the instantiated ``ModelNew``, in eval mode, on the device.
     :param inputs: the inputs for this call, on the device.
     :returns: a :class:`~kz_core.backend.RunOutput`, or None.
+    """
+
+
+@hookspec(firstresult=True)
+def backend_kernels(candidate: Candidate, device: str, workdir: Path) -> TrustedKernels | CompileFailure | None:
+    """The candidate's kernels, built from its source without running any of its code.
+
+    Runs inside the trusted *executor* (``kz_core/evaluate/executor_ops.py``), which
+    replays the plan that the candidate's forward was recorded as (its torch operations
+    and its kernel launches, which your launch path reports with
+    :func:`kz_core.evaluate.recording.record_kernel`) on the secret inputs, checks what it
+    produced and times it. Build the kernels from the candidate's source as data (compile
+    CUDA C++ with NVRTC, or take the ``@triton.jit`` functions out of the syntax tree)
+    and never import or execute the candidate's module: that is what makes the
+    executor's verdict and time trustworthy. A backend without this hook is evaluated
+    with its forward running in the candidate's sandboxed process, and its results say so
+    (finding ``unverified_execution``). Stops at the first non-None result.
+
+    :param candidate: the candidate, with its ``backend`` and ``code``.
+    :param device: ``"cpu"`` or ``"cuda:N"``.
+    :param workdir: a scratch directory of the executor.
+    :returns: a :class:`~kz_core.backend.TrustedKernels`, a
+        :class:`~kz_core.backend.CompileFailure` (the source cannot be built so), or None.
     """
 
 

@@ -205,6 +205,8 @@ class Environment:
     torch: str = ""
     backend_version: str = ""
     driver: str = ""
+    #: How candidate processes were isolated (``isolation.Support.summary``).
+    isolation: str = ""
 
 
 @attrs.frozen
@@ -305,12 +307,16 @@ class BackendInfo:
     :ivar description: one line for ``kz plugins`` and ``kz backends``.
     :ivar runs_on_cpu: whether its kernels execute without a GPU (Triton's interpreter
         does; CUDA kernels compile on a CPU but cannot run there).
+    :ivar trusted_kernels: its plugin implements ``backend_kernels``: candidates' forward
+        calls are recorded as plans and replayed, checked and timed by a trusted executor
+        (otherwise they run in the candidate's own sandboxed process, and results say so).
     """
 
     name: str
     language: str
     description: str = ""
     runs_on_cpu: bool = False
+    trusted_kernels: bool = False
 
 
 @attrs.frozen

@@ -1,13 +1,60 @@
 """A SQLite file shared by the threads of one process: the base of the evaluation journal,
 the baseline cache (``kz_core.evaluate.journal``) and the module pool
-(``kz_core.proposer.pool``)."""
+(``kz_core.proposer.pool``).
+
+Model-written code never reaches these files (the sandbox keeps run folders and the cache
+out of its sight), and a file that was tampered with all the same (by another program, or
+on a machine without Landlock) is opened defensively: triggers and views, which kz never
+creates, are dropped before any query runs, and the journal and baseline cache sign each
+row (:func:`row_mac`) and ignore rows whose signature does not match.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
+import secrets
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
+
+from loguru import logger
+
+_KEY_FILE = "rows.key"
+_key_lock = threading.Lock()
+
+
+def _row_key() -> bytes:
+    """This user's secret for signing rows, in the kz cache folder (mode 0600)."""
+    from kz_core.paths import cache_dir
+
+    path = cache_dir(create=True) / _KEY_FILE
+    with _key_lock:
+        try:
+            key = path.read_bytes()
+            if len(key) == 32:
+                return key
+        except OSError:
+            pass
+        key = secrets.token_bytes(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, key)
+        finally:
+            os.close(fd)
+        return key
+
+
+def row_mac(*parts: str) -> str:
+    """The signature of a stored row's fields (HMAC-SHA256 with this user's key)."""
+    message = "\x1f".join(parts).encode("utf-8")
+    return hmac.new(_row_key(), message, hashlib.sha256).hexdigest()
+
+
+def mac_matches(mac: str | None, *parts: str) -> bool:
+    return bool(mac) and hmac.compare_digest(str(mac), row_mac(*parts))
 
 
 class SqliteStore:
@@ -21,9 +68,23 @@ class SqliteStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA trusted_schema=OFF")
+        self._drop_foreign_objects()
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(self.SCHEMA)
+        self._migrate()
+
+    def _drop_foreign_objects(self) -> None:
+        """Drop triggers and views: kz creates none, so one found here was planted."""
+        rows = self._db.execute("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view')").fetchall()
+        for kind, name in rows:
+            logger.warning("{}: dropping a {} kz did not create ({!r})", self.path, kind, name)
+            quoted = '"' + str(name).replace('"', '""') + '"'
+            self._db.execute(f"DROP {'TRIGGER' if kind == 'trigger' else 'VIEW'} IF EXISTS {quoted}")
+
+    def _migrate(self) -> None:
+        """Bring an older file's tables up to ``SCHEMA`` (subclasses add columns)."""
 
     def close(self) -> None:
         with self._lock:

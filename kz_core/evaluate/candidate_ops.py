@@ -114,6 +114,102 @@ class CandidateOps:
             return error_reply("compile" if isinstance(exc, KernelCompileError) else "run", exc)
         return {"ok": True, "trials": trials, "compute_ops": compute_ops, "kernel_streams": streams, "seconds": time.perf_counter() - started}
 
+    def op_record(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Record the loaded candidate's forward as plans, one per input signature.
+
+        Each signature is the problem's inputs (``overrides`` rebinds its sizes; a fuzz
+        ``example`` changes values and layouts) drawn from a *decoy* seed: this process
+        never sees the inputs the candidate is judged on. The forward runs ``warmup``
+        times (Triton compiles and autotunes then), and the next call is recorded.
+        """
+        from kz_core.evaluate.execution import fuzz_inputs, instantiate, make_init_inputs, make_inputs
+        from kz_core.evaluate.recording import NotReplayable, Recorder
+
+        if not self.candidate or "model" not in self.candidate:
+            return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
+        plans: dict[str, Any] = {}
+        captures: list[tuple[dict[str, Any], Any, list[Any]]] = []
+        started = time.perf_counter()
+        for signature in request["signatures"]:
+            key = signature["key"]
+            try:
+                if signature.get("overrides"):
+                    module = self.varied_module(request["problem"], signature["overrides"])
+                    model = instantiate(
+                        self.candidate["compiled"].model_class, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device
+                    )
+                else:
+                    module, model = self.candidate["problem_module"], self.candidate["model"]
+                if signature.get("example") is not None:
+                    inputs = fuzz_inputs(module, {**signature["example"], "seed": signature["seed"]}, self.device)
+                else:
+                    inputs = make_inputs(module, signature["seed"], self.device)
+                for _ in range(request.get("warmup", 2)):
+                    self._run(model, inputs)
+                recorder = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
+                output = recorder.call(lambda *xs: self._run(model, list(xs)), inputs)
+                plan = recorder.plan(output)
+                entry: dict[str, Any] = {"plan": plan, "constants": recorder.constants, "elsewhere": recorder.elsewhere[:8]}
+                if request.get("gap") is not None:
+                    # The same call again after a few more: a forward whose work changes
+                    # from call to call shows here (the parent compares the two plans).
+                    for _ in range(int(request["gap"])):
+                        self._run(model, inputs)
+                    again = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
+                    entry["again"] = again.plan(again.call(lambda *xs: self._run(model, list(xs)), inputs))
+                plans[key] = entry
+                if key == "default" and self.device.startswith("cuda") and request.get("capture"):
+                    captures.append((entry, model, inputs))
+            except NotReplayable as exc:
+                plans[key] = {"failure": str(exc), "check": exc.check}
+            except BaseException as exc:  # noqa: BLE001 - the candidate raised or crashed torch
+                from kz_core.backend import KernelCompileError
+
+                return error_reply("compile" if isinstance(exc, KernelCompileError) else "run", exc)
+        # Last, because a failed capture leaves torch's CUDA generator unusable: the same
+        # call recorded while it is captured into a CUDA graph. A forward that behaves
+        # otherwise when captured (to hide work from graph timing) shows in the parent's
+        # comparison of the two recordings; one that cannot be captured is left alone.
+        for entry, model, inputs in captures:
+            entry["captured"] = self._record_captured(model, inputs, request)
+        return {"ok": True, "plans": plans, "seconds": time.perf_counter() - started}
+
+    def _record_captured(self, model: Any, inputs: list[Any], request: dict[str, Any]) -> Any:
+        from kz_core.evaluate.recording import NotReplayable, Recorder
+
+        torch = self.torch
+        graph = torch.cuda.CUDAGraph()
+        recorder = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self._run_unsynchronized(model, inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            with torch.cuda.graph(graph):
+                output = recorder.call(lambda *xs: self._run_unsynchronized(model, list(xs)), inputs)
+            return recorder.plan(output)
+        except NotReplayable:
+            return None
+        except Exception:  # noqa: BLE001 - it cannot be captured; the executor times it with events
+            return None
+
+    def _run_unsynchronized(self, model: Any, inputs: list[Any]) -> Any:
+        output = self.pm.hook.backend_run(compiled=self.candidate["compiled"], model=model, inputs=inputs)
+        if output is None:
+            raise RuntimeError(f"no installed plugin runs backend {self.candidate['compiled'].backend!r}")
+        return output.outputs
+
+    def _run(self, model: Any, inputs: list[Any]) -> Any:
+        from kz_core.evaluate.execution import synchronize
+
+        output = self.pm.hook.backend_run(compiled=self.candidate["compiled"], model=model, inputs=inputs)
+        if output is None:
+            raise RuntimeError(f"no installed plugin runs backend {self.candidate['compiled'].backend!r}")
+        synchronize(self.device)
+        return output.outputs
+
     def op_fuzz_trials(self, request: dict[str, Any]) -> dict[str, Any]:
         """The loaded candidate on fuzz examples: each with its sizes, values and layout,
         a fresh ModelNew when the sizes change, and every runtime check of a trial."""

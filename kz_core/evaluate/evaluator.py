@@ -41,6 +41,8 @@ from kz_core.config import EvalConfig, to_container
 from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.correctness import TOLERANCE_TABLES
 from kz_core.evaluate.journal import Journal, result_key
+from kz_core.evaluate.plans import plan_compute_ops, plan_drift
+from kz_core.evaluate.replies import ReplyError, validate_execution, validate_timed, validate_trials
 from kz_core.evaluate.judge import (
     decide_verdict,
     judge_timed_outputs,
@@ -50,7 +52,7 @@ from kz_core.evaluate.judge import (
     summary_message,
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
-from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError
+from kz_core.evaluate.sandbox import EXECUTOR_CACHES, SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess
 from kz_core.evaluate.timing import GRAPH_CLOCK, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.serialization import from_json_dict
@@ -130,9 +132,29 @@ class Evaluator:
             tf32=bool(self.config.reference_tf32),
         )
         workers = self.config.workers or _default_workers(self.device)
-        self._candidate_pool = WorkerPool(
-            self.device, "candidate", workers, SandboxSettings(cpu_budget_s=self.config.cpu_time_limit_s, **common), self.config.recycle_after
+        from kz_core.paths import cache_dir
+
+        sandboxed = SandboxSettings(
+            cpu_budget_s=self.config.cpu_time_limit_s,
+            executor_write_paths=tuple(str(cache_dir(create=True) / name) for name in EXECUTOR_CACHES),
+            **common,
         )
+        for name in EXECUTOR_CACHES:
+            (cache_dir() / name).mkdir(parents=True, exist_ok=True)
+        try:
+            self._zygote = ZygoteProcess(self.device, sandboxed)
+        except WorkerStartError as exc:
+            raise EvaluatorError(str(exc)) from exc
+        try:
+            self._zygote.support = self._zygote.support.without(self.config.isolation_off)
+        except ValueError as exc:
+            self._zygote.close()
+            raise EvaluatorError(f"eval.isolation_off: {exc}") from exc
+        # A candidate's reply is its plans and the module's tensors (or, for a backend
+        # without trusted kernels, outputs no larger than the transfer limit): bounded.
+        candidate_settings = attrs.evolve(sandboxed, max_reply_bytes=(2 * int(self.config.plan_constant_mb) + int(self.config.transfer_limit_mb) + 64) << 20)
+        self._candidate_pool = WorkerPool(self.device, "candidate", workers, candidate_settings, zygote=self._zygote)
+        self._executor_pool = WorkerPool(self.device, "executor", workers, sandboxed, zygote=self._zygote)
         self._gpu = SharedExclusiveLock()
         self._large = threading.Lock()
         self._closed = False
@@ -165,7 +187,9 @@ class Evaluator:
             return
         self._closed = True
         self._candidate_pool.close()
+        self._executor_pool.close()
         self.references.close()
+        self._zygote.close()
         import shutil
 
         shutil.rmtree(self._candidate_pool.settings.scratch_root, ignore_errors=True)
@@ -175,6 +199,7 @@ class Evaluator:
         try:
             self.references.pool.warm_up()
             self._candidate_pool.warm_up()
+            self._executor_pool.warm_up()
         except WorkerStartError as exc:
             raise EvaluatorError(str(exc)) from exc
 
@@ -260,6 +285,7 @@ class Evaluator:
     def _environment(self) -> Environment:
         identity = self._candidate_pool.identity or self.references.pool.identity or {}
         return Environment(
+            isolation=self._zygote.support.summary(),
             device=self.device,
             device_name=identity.get("device_name", ""),
             python=identity.get("python", ""),
@@ -316,6 +342,20 @@ class Evaluator:
             if reference.error:
                 findings.append(Finding("reference_error", f"the problem's reference failed, so nothing can be checked: {reference.error}"))
                 return self._finish(candidate, problem, findings, started, timings=timings)
+        if info is not None and info.trusted_kernels and runs_here and not compile_only:
+            try:
+                return self._evaluate_verified(candidate, problem, reference, findings, timings, started)
+            except WorkerStartError as exc:
+                raise EvaluatorError(str(exc)) from exc
+        if runs_here and not compile_only:
+            findings.append(
+                Finding(
+                    "unverified_execution",
+                    f"backend {candidate.backend!r} has no trusted kernels (backend_kernels): this candidate's forward ran, was checked "
+                    "and was timed in its own sandboxed process, whose launch counts and timings it could have changed",
+                    Severity.WARNING,
+                )
+            )
         try:
             waiting_started = time.perf_counter()
             with self._candidate_pool.acquire() as worker:
@@ -380,6 +420,209 @@ class Evaluator:
             timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
             return self._run_loaded(worker, candidate, problem, reference, findings, timings, started, environment)
 
+    # -- the verified path: record in the candidate's process, replay in an executor -----
+
+    def _load_failure(self, reply: dict[str, Any]) -> Finding:
+        compile_failure = reply["failure"]
+        message = compile_failure["message"] + (f"\n{compile_failure['log']}" if compile_failure.get("log") else "")
+        if compile_failure.get("check"):
+            check = compile_failure["check"]
+        elif compile_failure["verdict"] == Verdict.FORMAT_ERROR.value:
+            check = "syntax_error" if "syntax" in compile_failure["message"] else "no_model_new"
+        elif compile_failure["verdict"] == Verdict.RUNTIME_ERROR.value:
+            check = "not_run"  # this machine cannot compile it (no toolchain): not the candidate's fault
+        else:
+            check = "compile_error"
+        return Finding(check, message, line=compile_failure.get("line"))
+
+    def _evaluate_verified(
+        self, candidate: Candidate, problem: Problem, reference: ReferenceRecord, findings: list[Finding], timings: StageTimings, started: float
+    ) -> EvalResult:
+        """Load and record the candidate in a sandboxed candidate worker, replay its plans
+        in a fresh executor on the secret inputs, judge, and time the replay.
+
+        Lock order: an executor, the large-problem lock, the GPU lock (shared), a
+        candidate worker; the candidate worker is killed before the GPU lock is released,
+        so that nothing of the candidate's runs while anything is timed.
+        """
+        environment = self._environment()
+        waiting_started = time.perf_counter()
+        large = self.device != "cpu" and reference.footprint_bytes > self.config.large_problem_mb << 20
+        with self._executor_pool.acquire() as executor:
+            with self._gpu.shared(), self._candidate_pool.acquire() as worker:
+                timings = attrs.evolve(timings, waiting_s=time.perf_counter() - waiting_started)
+                load_started = time.perf_counter()
+                request = {"op": "load", "candidate": attrs.asdict(candidate), "problem": problem_payload(problem), "init_seed": self.seeds.init}
+                reply, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile")
+                if failure is None and reply is not None and not reply.get("failure"):
+                    findings += [Finding("backend", note, Severity.INFO) for note in reply.get("notes", [])]
+                    reply, failure = call_worker(worker, self._record_request(problem, reference), self.config.compile_timeout_s + self.config.run_timeout_s, "recording forward")
+                timings = attrs.evolve(timings, compile_s=time.perf_counter() - load_started)
+                worker.kill()  # nothing of the candidate's runs from here on
+            if failure is not None or reply is None:
+                return self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
+            if reply.get("failure"):
+                return self._finish(candidate, problem, findings + [self._load_failure(reply)], started, timings=timings, environment=environment)
+            plans, constants, unreplayable = self._received_plans(reply)
+            if unreplayable is not None:
+                return self._finish(candidate, problem, findings + [unreplayable], started, timings=timings, environment=environment)
+            # A problem whose inputs and outputs are large has one executor at a time on
+            # the GPU, from its trials to its timing (recording happens on decoys before).
+            turn_started = time.perf_counter()
+            with self._large if large else contextlib.nullcontext():
+                timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
+                return self._replay_verified(executor, candidate, problem, reference, plans, constants, findings, timings, started, environment)
+
+    def _replay_verified(
+        self,
+        executor: WorkerProcess,
+        candidate: Candidate,
+        problem: Problem,
+        reference: ReferenceRecord,
+        plans: dict[str, Any],
+        constants: dict[str, list[Any]],
+        findings: list[Finding],
+        timings: StageTimings,
+        started: float,
+        environment: Environment,
+    ) -> EvalResult:
+        """The executor's part: build the kernels, replay the plans on the trials, judge,
+        fuzz and time."""
+        with self._gpu.shared():
+            trials_started = time.perf_counter()
+            prepare = {
+                "op": "prepare",
+                "candidate": attrs.asdict(candidate),
+                "problem": problem_payload(problem),
+                "plans": {key: (plans[key], constants[key]) for key in plans},
+            }
+            reply, failure = _executor_call(executor, prepare, self.config.compile_timeout_s, "compile")
+            if failure is None and reply is not None and reply.get("failure"):
+                failure = self._load_failure(reply)
+            if failure is None:
+                reply, failure = self._execute(executor, problem, reference)
+            timings = attrs.evolve(timings, correctness_s=time.perf_counter() - trials_started)
+        if failure is not None or reply is None:
+            executor.kill()
+            return self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
+        return self._judge_verified(executor, candidate, problem, reference, reply, findings, timings, started, environment)
+
+    def _record_request(self, problem: Problem, reference: ReferenceRecord) -> dict[str, Any]:
+        """Plans to record: the problem's inputs, and its size variation, on decoy seeds
+        (fresh random ones, never the trials' or the timing's)."""
+        signatures = [{"key": "default", "seed": secrets.randbits(62)}]
+        if reference.variant:
+            signatures.append({"key": "variant", "seed": secrets.randbits(62), "overrides": reference.variant["overrides"]})
+        return {
+            "op": "record",
+            "signatures": signatures,
+            "problem": problem_payload(problem),
+            "init_seed": self.seeds.init,
+            "warmup": 2,
+            # A second recording after a secret number of further calls: the candidate
+            # cannot know which calls are recorded.
+            "gap": secrets.randbelow(6),
+            "capture": self.config.timing_method == "graph",
+            "max_constant_bytes": int(self.config.plan_constant_mb) << 20,
+        }
+
+    def _received_plans(self, reply: dict[str, Any], required: str = "default") -> tuple[dict[str, Any], dict[str, list[Any]], Finding | None]:
+        """The plans a candidate worker sent, checked to be plans at all (the executor
+        validates each field); a signature the forward could not be recorded for is a
+        ``not_replayable`` finding."""
+        import torch
+
+        plans: dict[str, Any] = {}
+        constants: dict[str, list[Any]] = {}
+        received = reply.get("plans")
+        if not isinstance(received, dict) or required not in received:
+            return {}, {}, Finding("not_replayable", "the candidate's process sent no plan of its forward call")
+        for key, entry in received.items():
+            if not isinstance(entry, dict):
+                return {}, {}, Finding("not_replayable", f"malformed plan {key!r}")
+            if "failure" in entry:
+                check = "output_type" if entry.get("check") == "output_type" else "not_replayable"
+                return {}, {}, Finding(check, f"its forward cannot be replayed: {str(entry['failure'])[:500]}")
+            tensors = entry.get("constants")
+            if not isinstance(tensors, list) or not all(type(t) is torch.Tensor for t in tensors) or not isinstance(entry.get("plan"), dict):
+                return {}, {}, Finding("not_replayable", f"malformed plan {key!r}")
+            plans[key], constants[key] = entry["plan"], tensors
+            if entry.get("elsewhere"):
+                return {}, {}, Finding("thread_or_stream", f"{str(entry['elsewhere'][0])[:300]}: kernels must run on the caller's thread and stream")
+            if "again" in entry:
+                drift = plan_drift(entry["plan"], entry["again"])
+                if drift:
+                    return {}, {}, Finding("state_drift", f"its forward does other work from one call to the next: {drift}")
+            if entry.get("captured"):
+                drift = plan_drift(entry["plan"], entry["captured"])
+                if drift:
+                    hidden = plan_compute_ops(entry["captured"]) - plan_compute_ops(entry["plan"])
+                    check = "torch_compute_in_forward" if hidden else "state_drift"
+                    return {}, {}, Finding(check, f"its forward does other work while it is captured into a CUDA graph: {drift}")
+        return plans, constants, None
+
+    def _execute(self, executor: WorkerProcess, problem: Problem, reference: ReferenceRecord) -> tuple[dict[str, Any] | None, Finding | None]:
+        """Replay the plans on the correctness trials' inputs (and the size variation's);
+        outputs too large to move are compared on the GPU, one trial at a time."""
+        trials = [{"seed": seed, "plan": "default"} for seed in self.seeds.trials]
+        if reference.variant:
+            trials.append({"seed": reference.variant["seed"], "plan": "variant", "overrides": reference.variant["overrides"]})
+        for trial in trials:
+            # What the reference returned, so that the executor sends no output that could
+            # not match (a huge tensor is described, never moved).
+            trial["expected"] = [[meta["dtype"], meta["shape"]] for meta in reference.trials[trial["seed"]]["output_meta"]]
+        request = {"op": "execute", "problem": problem_payload(problem), "poison_mb": self.config.poison_mb}
+        if not reference.on_device:
+            return _executor_call(executor, {**request, "trials": trials}, self.config.run_timeout_s, "correctness trials")
+        merged: dict[str, Any] = {"ok": True, "trials": []}
+        for trial in trials:
+            reply, failure = _executor_call(executor, {**request, "trials": [trial], "share": True}, self.config.run_timeout_s, "correctness trials")
+            if failure is not None or reply is None:
+                return reply, failure
+            for record in reply["trials"]:
+                record["comparison"] = self.references.compare_on_device(problem, record, record.get("variant"), f"trial {len(merged['trials']) + 1}")
+                merged["trials"].append(record)
+            call_worker(executor, {"op": "release_held"}, 60, "release")
+        return merged, None
+
+    def _judge_verified(
+        self,
+        executor: WorkerProcess,
+        candidate: Candidate,
+        problem: Problem,
+        reference: ReferenceRecord,
+        reply: dict[str, Any],
+        findings: list[Finding],
+        timings: StageTimings,
+        started: float,
+        environment: Environment,
+    ) -> EvalResult:
+        try:
+            reply = validate_execution(reply, self.seeds, reference)
+        except ReplyError as exc:
+            executor.kill()
+            return self._finish(candidate, problem, findings + [Finding("runtime_error", f"the executor's reply is malformed: {exc}")], started, timings=timings, environment=environment)
+        trial_findings, max_abs, max_rel, launches = judge_trials(
+            problem, reference.trials, reply, pm=self.pm, tolerance_table=self.config.tolerance, atol=self.config.atol, rtol=self.config.rtol, guards=self.config.guards
+        )
+        findings += trial_findings
+        findings.append(
+            Finding(
+                "reference_tf32",
+                f"references computed with TF32 {'on' if self.config.reference_tf32 else 'off (exact fp32 matmuls and convolutions)'}",
+                Severity.INFO,
+            )
+        )
+        fields: dict[str, Any] = dict(timings=timings, environment=environment, max_abs_error=max_abs, max_rel_error=max_rel, launches=launches)
+        if decide_verdict(findings) is Verdict.CORRECT and self.config.fuzz > 0:
+            findings += self._fuzz_verified(executor, problem, candidate)
+        if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
+            fields.update(self._time(executor, problem, reference, findings, verified=True))
+            fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None), baseline_s=fields.pop("baseline_s", None))
+            fields.pop("retire", None)
+        executor.kill()
+        return self._finish(candidate, problem, findings, started, **fields)
+
     def _run_loaded(
         self,
         worker: WorkerProcess,
@@ -396,6 +639,12 @@ class Evaluator:
         with self._gpu.shared():
             reply, failure = self._trials(worker, problem, reference)
         timings = attrs.evolve(timings, correctness_s=time.perf_counter() - trials_started)
+        if failure is None and reply is not None:
+            drawn = set(self.seeds.trials) | ({reference.variant["seed"]} if reference.variant else set())
+            try:
+                reply = validate_trials(reply, drawn)
+            except ReplyError as exc:
+                reply, failure = None, Finding("runtime_error", f"the candidate's reply is malformed: {exc}")
         if failure is not None or reply is None:
             return self._retire(worker, self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment))
         trial_findings, max_abs, max_rel, launches = judge_trials(
@@ -478,12 +727,25 @@ class Evaluator:
             return [Finding("fuzz_skipped", f"fuzzing could not run: {report.error}", Severity.WARNING)]
         return [Finding("fuzz", f"passed {report.examples} fuzz examples ({report.discarded} discarded)", Severity.INFO)]
 
+    def _fuzz_verified(self, executor: WorkerProcess, problem: Problem, candidate: Candidate) -> list[Finding]:
+        """``eval.fuzz`` examples: plans recorded in a new candidate worker (alive only
+        while the GPU is held shared), replayed in this candidate's executor."""
+        from kz_core.fuzz import FuzzSession
+
+        with self._gpu.shared(), FuzzSession(problem, candidate, evaluator=self, executor=executor) as session:
+            report = session.run(self.config.fuzz)
+        if report.failure:
+            return [Finding("fuzz", f"failed a fuzz example after {report.examples} examples, shrunk to the smallest: {report.failure}")]
+        if report.error:
+            return [Finding("fuzz_skipped", f"fuzzing could not run: {report.error}", Severity.WARNING)]
+        return [Finding("fuzz", f"passed {report.examples} fuzz examples ({report.discarded} discarded)", Severity.INFO)]
+
     def _retire(self, worker: WorkerProcess, result: EvalResult) -> EvalResult:
         """Replace a worker that ran a failing or cheating candidate (its process may be dirty)."""
         worker.kill()
         return result
 
-    def _time(self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, findings: list[Finding]) -> dict[str, Any]:
+    def _time(self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, findings: list[Finding], verified: bool = False) -> dict[str, Any]:
         """Time the candidate and its baselines with the same clock.
 
         With graph timing, a candidate that cannot be captured is compared with baselines
@@ -501,7 +763,7 @@ class Evaluator:
 
         fields = spent
         events = attrs.evolve(self._timing, method="events")
-        reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings)
+        reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified)
         spent["retire"] = bool(reply and reply.get("retire"))
         if failure is not None or reply is None:
             findings.append(failure)  # type: ignore[arg-type]
@@ -514,7 +776,7 @@ class Evaluator:
         baselines = timed("baseline_s", self._baselines, problem, settings, findings)
         if runtime.clock == GRAPH_CLOCK and any(stats.clock != GRAPH_CLOCK for stats in baselines.values()):
             # A baseline could not be captured: time the candidate like it, with events.
-            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, events, findings)
+            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, events, findings, verified)
             spent["retire"] = spent["retire"] or bool(reply and reply.get("retire"))
             if failure is not None or reply is None:
                 findings.append(failure)  # type: ignore[arg-type]
@@ -534,13 +796,14 @@ class Evaluator:
         return fields
 
     def _time_candidate(
-        self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, settings: TimingSettings, findings: list[Finding]
+        self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, settings: TimingSettings, findings: list[Finding], verified: bool = False
     ) -> tuple[dict[str, Any] | None, Finding | None]:
         """One timing request: ``(reply, failure)``. Timed calls whose outputs differ from
         the reference's are the failure (``state_drift``), and so, under strict guards, are
         torch ops computing in the captured calls (a warning under ``warn``)."""
         request = {
-            "op": "time",
+            "op": "time_plan" if verified else "time",
+            "plan": "default",
             "seeds": list(self.seeds.timing),
             "decoys": list(self.seeds.decoys),
             "settings": attrs.asdict(settings),
@@ -552,9 +815,13 @@ class Evaluator:
             with self._gpu.shared():
                 for timed in reply["timed_outputs"]:
                     timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call")
-            call_worker(worker, {"op": "release"}, 60, "release")
+            call_worker(worker, {"op": "release_held" if verified else "release"}, 60, "release")
         if failure is not None or reply is None:
             return reply, failure
+        try:
+            reply = validate_timed(reply, set(self.seeds.timing))
+        except ReplyError as exc:
+            return None, Finding("runtime_error", f"the timing reply is malformed: {exc}")
         drift = judge_timed_outputs(
             problem, reference.trials, reply, pm=self.pm, tolerance_table=self.config.tolerance, atol=self.config.atol, rtol=self.config.rtol
         )
@@ -576,6 +843,18 @@ class Evaluator:
             if stats is not None:
                 baselines[mode] = stats
         return baselines
+
+
+#: Findings an executor (trusted) may name for a failed replay.
+EXECUTOR_CHECKS = frozenset({"kernel_not_in_source", "not_replayable"})
+
+
+def _executor_call(worker: WorkerProcess, request: dict[str, Any], timeout: float, stage: str) -> tuple[dict[str, Any] | None, Finding | None]:
+    """``call_worker`` for an executor, whose failed replies may name their finding."""
+    reply, failure = call_worker(worker, request, timeout, stage)
+    if failure is not None and reply is not None and reply.get("check") in EXECUTOR_CHECKS:
+        failure = Finding(reply["check"], failure.message)
+    return reply, failure
 
 
 def _baseline_note(baselines: dict[str, RuntimeStats]) -> str:

@@ -17,7 +17,7 @@ import time
 
 from kz_core.model import EvalResult, RuntimeStats
 from kz_core.serialization import dumps, from_json_dict, loads, to_json_dict
-from kz_core.store import SqliteStore
+from kz_core.store import SqliteStore, mac_matches, row_mac
 
 
 def result_key(*parts: str) -> str:
@@ -35,31 +35,42 @@ class Journal(SqliteStore):
         backend TEXT NOT NULL,
         verdict TEXT NOT NULL,
         result TEXT NOT NULL,
-        created REAL NOT NULL
+        created REAL NOT NULL,
+        mac TEXT
     );
     CREATE INDEX IF NOT EXISTS results_problem ON results (problem);
     """
 
+    def _migrate(self) -> None:
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(results)")}
+        if "mac" not in columns:  # a journal of an older kz: its rows are not signed, so not used
+            self._db.execute("ALTER TABLE results ADD COLUMN mac TEXT")
+
     def get(self, key: str) -> EvalResult | None:
+        """The result stored under ``key``; a row whose signature does not match (it was
+        written by something other than kz) counts as absent."""
         with self._lock:
-            row = self._db.execute("SELECT result FROM results WHERE key = ?", (key,)).fetchone()
-        return loads(EvalResult, row[0]) if row else None
+            row = self._db.execute("SELECT result, mac FROM results WHERE key = ?", (key,)).fetchone()
+        if row is None or not mac_matches(row[1], key, row[0]):
+            return None
+        return loads(EvalResult, row[0])
 
     def put(self, key: str, result: EvalResult) -> None:
+        text = dumps(result)
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO results (key, problem, sample_id, backend, verdict, result, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key, result.problem, result.sample_id, result.backend, result.verdict.value, dumps(result), time.time()),
+                "INSERT OR REPLACE INTO results (key, problem, sample_id, backend, verdict, result, created, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, result.problem, result.sample_id, result.backend, result.verdict.value, text, time.time(), row_mac(key, text)),
             )
 
     def results(self) -> list[EvalResult]:
+        """Every correctly signed result, oldest first."""
         with self._lock:
-            rows = self._db.execute("SELECT result FROM results ORDER BY created").fetchall()
-        return [loads(EvalResult, row[0]) for row in rows]
+            rows = self._db.execute("SELECT key, result, mac FROM results ORDER BY created").fetchall()
+        return [loads(EvalResult, text) for key, text, mac in rows if mac_matches(mac, key, text)]
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        return len(self.results())
 
 
 class BaselineCache(SqliteStore):
@@ -69,18 +80,28 @@ class BaselineCache(SqliteStore):
     CREATE TABLE IF NOT EXISTS baselines (
         key TEXT PRIMARY KEY,
         stats TEXT NOT NULL,
-        created REAL NOT NULL
+        created REAL NOT NULL,
+        mac TEXT
     );
     """
 
+    def _migrate(self) -> None:
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(baselines)")}
+        if "mac" not in columns:
+            self._db.execute("ALTER TABLE baselines ADD COLUMN mac TEXT")
+
     def get(self, key: str) -> RuntimeStats | None:
+        """The baseline stored under ``key``; unsigned or forged rows count as absent."""
         with self._lock:
-            row = self._db.execute("SELECT stats FROM baselines WHERE key = ?", (key,)).fetchone()
-        return from_json_dict(RuntimeStats, json.loads(row[0])) if row else None
+            row = self._db.execute("SELECT stats, mac FROM baselines WHERE key = ?", (key,)).fetchone()
+        if row is None or not mac_matches(row[1], key, row[0]):
+            return None
+        return from_json_dict(RuntimeStats, json.loads(row[0]))
 
     def put(self, key: str, stats: RuntimeStats) -> None:
+        text = json.dumps(to_json_dict(stats))
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO baselines (key, stats, created) VALUES (?, ?, ?)",
-                (key, json.dumps(to_json_dict(stats)), time.time()),
+                "INSERT OR REPLACE INTO baselines (key, stats, created, mac) VALUES (?, ?, ?, ?)",
+                (key, text, time.time(), row_mac(key, text)),
             )

@@ -14,6 +14,8 @@ records, tolerances), run in the trusted parent. Each runtime guard is a named c
 - ``thread_or_stream``: threads started, the current stream changed, or kernels ran on
   more than one CUDA stream;
 - ``state_drift``: outputs of the timed calls differ from the reference;
+- ``output_not_from_kernel``: in a replayed plan, an output's bytes come from torch's
+  copies of inputs or constants, not from a kernel of the candidate;
 - ``speed_of_light`` (warning): faster than moving the inputs and outputs once at the
   GPU's peak memory bandwidth; flagged for review.
 
@@ -43,6 +45,7 @@ STAGE_CHECKS: tuple[tuple[str, Verdict], ...] = (
     ("worker_died", Verdict.RUNTIME_ERROR),
     ("reference_error", Verdict.RUNTIME_ERROR),
     ("not_run", Verdict.RUNTIME_ERROR),
+    ("not_replayable", Verdict.RUNTIME_ERROR),
 )
 TENSOR_TYPE = "torch.Tensor"
 
@@ -139,6 +142,10 @@ def judge_trials(
                 else "changed the current CUDA stream"
             )
             _once(findings, Finding("thread_or_stream", f"{where}: forward {what}"))
+        for index, reason in trial.get("withheld", []):
+            _once(findings, Finding("size_variation" if varied else "shape", f"{where}, output {index}: {reason}"))
+        for index, writer in trial.get("not_from_kernel", []):
+            _once(findings, Finding("output_not_from_kernel", f"{where}: output {index} was last written by {writer}, not by a kernel of the candidate's backend"))
         if trial["structure"] != ref["structure"]:
             _once(findings, Finding("size_variation" if varied else "output_structure", f"{where}: forward returned {trial['structure']}, the reference {ref['structure']}"))
             continue

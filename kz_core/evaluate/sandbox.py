@@ -1,12 +1,20 @@
-"""Sandboxed worker processes and the pools that hold them (parent side).
+"""Worker processes and the pools that hold them (parent side).
 
-A :class:`WorkerProcess` is ``python -m kz_core.evaluate.worker`` started in a new session
-(its own process group) with an environment reduced to an allowlist, resource limits, and
-a scratch folder. Requests go over a socket pair; every call has a hard wall-clock
-timeout, after which the whole process group is killed, along with any process that
-carries the worker's marker in its environment (children that left the group). A worker
-that died, hung or hit a fatal CUDA error is retired; its :class:`WorkerPool` starts a
-replacement on the next request. Torch and the device start once per worker.
+Two kinds of worker:
+
+- **trusted** workers (``reference``) are ``python -m kz_core.evaluate.worker`` started
+  in a session of their own; they never run candidate code and live as long as the pool;
+- **sandboxed** workers (``candidate``, ``executor``) are forked by the evaluator's
+  :class:`ZygoteProcess` (``kz_core/evaluate/zygote.py``), fresh for every candidate:
+  a worker that ran one candidate is killed, never reused. A ``candidate`` worker runs
+  model-written code in the full sandbox of ``isolation.py`` (its own user, PID, mount,
+  network and IPC namespaces, Landlock, seccomp, resource limits); an ``executor`` runs
+  only kz's code and the candidate's kernels, confined by Landlock and seccomp.
+
+Every worker gets an environment reduced to an allowlist and a scratch folder of its own.
+Requests go over a socket pair; every call has a hard wall-clock timeout, after which the
+worker and everything it started are killed. A worker that died, hung or hit a fatal
+CUDA error is retired; its :class:`WorkerPool` starts a replacement.
 
 This module never imports or runs candidate code; it starts processes and moves messages.
 """
@@ -78,6 +86,14 @@ class SandboxSettings:
     max_reply_bytes: int = wire.DEFAULT_MAX_REPLY_BYTES
     tf32: bool = False
     extra_env: tuple[tuple[str, str], ...] = ()
+    #: Open files one sandboxed worker may hold.
+    open_files: int = 4096
+    #: Processes one sandboxed candidate may run at once (binds only with a uid of its own).
+    processes: int = 512
+    #: Folders a sandboxed worker may read beyond the system's (``isolation.system_read_paths``).
+    read_paths: tuple[str, ...] = ()
+    #: Folders an *executor* may write beyond its scratch folder (shared kernel caches).
+    executor_write_paths: tuple[str, ...] = ()
 
 
 def scrubbed_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -108,48 +124,234 @@ def kill_marked_processes(marker: str) -> int:
     return killed
 
 
-class WorkerProcess:
-    """One sandboxed worker and the socket to it."""
+#: Roles whose workers are forked fresh by the zygote for each candidate.
+SANDBOXED_ROLES = frozenset({"candidate", "executor"})
+#: Shared folders, under the user's cache, that executors (never candidates) write.
+EXECUTOR_CACHES = ("triton-executor", "nvrtc")
 
-    def __init__(self, device: str, role: str, settings: SandboxSettings):
+
+def device_environment(device: str) -> dict[str, str]:
+    """Variables every process on ``device`` needs (Triton's interpreter on a CPU)."""
+    if device == "cpu":
+        return {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    return {}
+
+
+def _new_uid() -> int:
+    """An unprivileged uid for one candidate (far above any account's)."""
+    return (1 << 30) + secrets.randbelow(1 << 29)
+
+
+class ZygoteProcess:
+    """The zygote of one evaluator and device (``kz_core/evaluate/zygote.py``), parent side.
+
+    Started once; imports torch, Triton and the plugins; forks every sandboxed worker.
+    """
+
+    def __init__(self, device: str, settings: SandboxSettings):
+        self.device = device
+        self.settings = settings
+        settings.scratch_root.mkdir(parents=True, exist_ok=True)
+        self.log_path = Path(os.path.realpath(settings.scratch_root)) / f"zygote-{secrets.token_hex(4)}.log"
+        parent_sock, child_sock = socket.socketpair()
+        self.sock = parent_sock
+        self._lock = threading.Lock()
+        env = scrubbed_environment({**dict(settings.extra_env), **device_environment(device)})
+        # One thread per library in the zygote: a process with threads cannot fork safely.
+        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+        env["HOME"] = str(settings.scratch_root)
+        with open(self.log_path, "wb") as log:
+            try:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "kz_core.evaluate.zygote", str(child_sock.fileno()), device],
+                    pass_fds=[child_sock.fileno()],
+                    env=env,
+                    cwd=settings.scratch_root,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            finally:
+                child_sock.close()
+        try:
+            self.sock.settimeout(settings.start_timeout_s)
+            hello = self._recv()
+        except (OSError, ValueError, WireError_) as exc:
+            self.close()
+            raise WorkerStartError(f"the sandbox's zygote on {device} did not start: {exc}\n{self._log_tail()}") from exc
+        if not hello.get("ok"):
+            self.close()
+            raise WorkerStartError(f"the sandbox's zygote on {device} did not start: {hello.get('message')}\n{hello.get('traceback', '')}")
+        from kz_core.evaluate.isolation import Support
+
+        self.support = Support(**hello["isolation"])
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log_path.read_bytes()[-2000:].decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def _recv(self) -> dict[str, Any]:
+        import json
+
+        header = _recv_all(self.sock, 8)
+        size = int.from_bytes(header, "big")
+        return json.loads(_recv_all(self.sock, size))
+
+    def _request(self, message: dict[str, Any], fds: list[int] = (), timeout: float = 60.0) -> dict[str, Any]:
+        import json
+
+        payload = json.dumps(message).encode()
+        with self._lock:
+            self.sock.settimeout(timeout)
+            data = len(payload).to_bytes(8, "big") + payload
+            socket.send_fds(self.sock, [data[:8]], list(fds))
+            self.sock.sendall(data[8:])
+            return self._recv()
+
+    def fork(self, spec: dict[str, Any], worker_socket: socket.socket) -> tuple[int, int]:
+        """Fork a worker that serves ``worker_socket``: ``(supervisor pid, worker pid)``."""
+        try:
+            reply = self._request({"op": "fork", "spec": spec}, [worker_socket.fileno()])
+        except (OSError, ValueError) as exc:
+            raise WorkerStartError(f"the zygote on {self.device} did not answer: {exc}\n{self._log_tail()}") from exc
+        if not reply.get("ok"):
+            raise WorkerStartError(reply.get("message", "the zygote could not fork a worker"))
+        return int(reply["pid"]), int(reply["worker_pid"])
+
+    def exit_status(self, pid: int) -> int | None:
+        """How a supervisor ended (its worker's status; 128+N for signal N), None if running."""
+        try:
+            reply = self._request({"op": "status", "pid": pid}, timeout=10.0)
+        except (OSError, ValueError):
+            return None
+        return reply.get("exit")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+
+
+class WireError_(Exception):
+    """A zygote message that cannot be read."""
+
+
+def _recv_all(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise WireError_("connection closed")
+        data += chunk
+    return data
+
+
+def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str, str], settings: SandboxSettings, support: Any) -> dict[str, Any]:
+    """What the zygote's supervisor does to place a worker of ``role`` (see zygote.py)."""
+    from kz_core.evaluate import isolation
+
+    candidate = role == "candidate"
+    # /dev/shm: torch's CUDA IPC keeps the reference count of a shared GPU tensor there
+    # (executors share outputs with reference workers; so do candidate workers of
+    # backends without trusted kernels).
+    write = [str(scratch), "/dev/shm"]
+    if role == "executor":
+        write += list(settings.executor_write_paths)
+    return {
+        "role": role,
+        "scratch": str(scratch),
+        "log": str(log),
+        "env": env,
+        "namespaces": bool(candidate and support.pid_namespace),
+        "isolate_uid": _new_uid() if candidate and support.separate_uid else None,
+        "landlock": support.landlock_abi > 0,
+        "seccomp": bool(support.seccomp),
+        "read_paths": isolation.system_read_paths() + [str(scratch), *settings.read_paths],
+        "write_paths": write,
+        "device_paths": isolation.device_files(),
+        "limits": {
+            "address_space_bytes": settings.address_space_bytes if device == "cpu" else 0,
+            "file_size_bytes": settings.file_size_bytes,
+            "open_files": settings.open_files,
+            "processes": settings.processes,
+        },
+    }
+
+
+class WorkerProcess:
+    """One worker and the socket to it.
+
+    :param zygote: fork the worker from this zygote (sandboxed roles); None: start a
+        trusted worker as a new Python process.
+    """
+
+    def __init__(self, device: str, role: str, settings: SandboxSettings, zygote: ZygoteProcess | None = None):
         self.device = device
         self.role = role
         self.settings = settings
         self.marker = secrets.token_hex(8)
         self.uses = 0
         self.retired = False
+        self.zygote = zygote
+        self.worker_pid = 0
         settings.scratch_root.mkdir(parents=True, exist_ok=True)
         self.scratch = Path(os.path.realpath(settings.scratch_root)) / f"{role}-{self.marker}"
         self.scratch.mkdir(parents=True)
         self.log_path = self.scratch / "worker.log"
         parent_sock, child_sock = socket.socketpair()
         self.sock = parent_sock
-        env = scrubbed_environment(dict(settings.extra_env))
+        env = scrubbed_environment({**dict(settings.extra_env), **device_environment(device)})
         env[MARKER_VARIABLE] = self.marker
         env["HOME"] = str(self.scratch)
         env["TMPDIR"] = str(self.scratch)
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
         env.setdefault("OMP_NUM_THREADS", str(settings.threads))
-        # HOME is the scratch folder; compile caches (NVRTC cubins) stay in the user's cache.
-        env.setdefault("KZ_CACHE_DIR", str(cache_dir()))
-        env.setdefault("TRITON_CACHE_DIR", str(self.scratch / "triton-cache"))
-        if device == "cpu":
-            env["TRITON_INTERPRET"] = "1"
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        log = open(self.log_path, "wb")  # noqa: SIM115 - the child owns it from here
+        if role == "candidate":
+            # Nothing a candidate compiles may reach a cache that another process reads.
+            env["KZ_CACHE_DIR"] = str(self.scratch / "cache")
+            env["TRITON_CACHE_DIR"] = str(self.scratch / "triton-cache")
+        elif role == "executor":
+            env["KZ_CACHE_DIR"] = str(cache_dir())
+            env["TRITON_CACHE_DIR"] = str(cache_dir() / "triton-executor")
+        else:
+            env.setdefault("KZ_CACHE_DIR", str(cache_dir()))
+            env.setdefault("TRITON_CACHE_DIR", str(self.scratch / "triton-cache"))
         try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "kz_core.evaluate.worker", str(child_sock.fileno())],
-                pass_fds=[child_sock.fileno()],
-                env=env,
-                cwd=self.scratch,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            child_sock.close()
-            log.close()
+            if zygote is not None:
+                spec = sandbox_spec(role, device, self.scratch, self.log_path, env, settings, zygote.support)
+                try:
+                    pid, self.worker_pid = zygote.fork(spec, child_sock)
+                finally:
+                    child_sock.close()
+                self.process: Any = _ForkedProcess(pid, zygote)
+            else:
+                with open(self.log_path, "wb") as log:
+                    try:
+                        self.process = subprocess.Popen(
+                            [sys.executable, "-m", "kz_core.evaluate.worker", str(child_sock.fileno())],
+                            pass_fds=[child_sock.fileno()],
+                            env=env,
+                            cwd=self.scratch,
+                            stdin=subprocess.DEVNULL,
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                        )
+                    finally:
+                        child_sock.close()
+                self.worker_pid = self.process.pid
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+            raise
         limits = {
             "address_space_bytes": settings.address_space_bytes if device == "cpu" else 0,
             "file_size_bytes": settings.file_size_bytes,
@@ -190,6 +392,8 @@ class WorkerProcess:
             return "the worker stopped answering"
         if code < 0:
             return f"the worker was killed by {_signal_name(code)}"
+        if isinstance(self.process, _ForkedProcess) and code > 128:
+            return f"the worker was killed by {_signal_name(128 - code)}"
         return f"the worker process exited with status {code} before replying"
 
     def call(self, request: dict[str, Any], timeout: float, _raw_init: bool = False) -> dict[str, Any]:
@@ -218,13 +422,20 @@ class WorkerProcess:
         return reply
 
     def kill(self) -> None:
-        """Kill the worker's whole process group and any marked stragglers; idempotent."""
+        """Kill the worker and everything it started; idempotent."""
         self.retired = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=10)
-        kill_marked_processes(self.marker)
+        if isinstance(self.process, _ForkedProcess):
+            # The worker first (in its own PID namespace, that ends every process in it),
+            # then its supervisor, which kills whatever is left below it.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.worker_pid, signal.SIGKILL)
+            self.process.terminate()
+        else:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=10)
+            kill_marked_processes(self.marker)
         with contextlib.suppress(OSError):
             self.sock.close()
 
@@ -240,6 +451,32 @@ class WorkerProcess:
         _remove_tree(self.scratch)
 
 
+class _ForkedProcess:
+    """A supervisor forked by the zygote, as much of ``subprocess.Popen`` as workers use."""
+
+    def __init__(self, pid: int, zygote: ZygoteProcess):
+        self.pid = pid
+        self.zygote = zygote
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.exit_status(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("worker", timeout or 0)
+            time.sleep(0.02)
+        return self.returncode  # type: ignore[return-value]
+
+    def terminate(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGTERM)
+
+
 def _remove_tree(path: Path) -> None:
     import shutil
 
@@ -247,14 +484,20 @@ def _remove_tree(path: Path) -> None:
 
 
 class WorkerPool:
-    """Up to ``size`` workers of one role on one device, started on demand."""
+    """Up to ``size`` workers of one role on one device, started on demand.
 
-    def __init__(self, device: str, role: str, size: int, settings: SandboxSettings, recycle_after: int = 0):
+    :param zygote: fork workers from it, each used once and then killed (sandboxed
+        roles); the pool keeps started workers ready so that a candidate does not wait
+        for one.
+    """
+
+    def __init__(self, device: str, role: str, size: int, settings: SandboxSettings, recycle_after: int = 0, zygote: ZygoteProcess | None = None):
         self.device = device
         self.role = role
         self.size = max(1, size)
         self.settings = settings
-        self.recycle_after = recycle_after
+        self.zygote = zygote
+        self.recycle_after = 1 if zygote is not None else recycle_after
         self._idle: queue.LifoQueue[WorkerProcess] = queue.LifoQueue()
         self._live = 0
         self._lock = threading.Lock()
@@ -265,7 +508,7 @@ class WorkerPool:
 
     def _start(self) -> WorkerProcess:
         try:
-            worker = WorkerProcess(self.device, self.role, self.settings)
+            worker = WorkerProcess(self.device, self.role, self.settings, self.zygote)
         except BaseException:
             with self._lock:
                 self._live -= 1
@@ -314,15 +557,23 @@ class WorkerPool:
                     worker = None
                 else:
                     worker = ...  # type: ignore[assignment]
-        if worker is ...:
-            worker = self._idle.get()
-        elif worker is None:
+        while worker is ...:
+            try:
+                worker = self._idle.get(timeout=0.5)
+            except queue.Empty:
+                with self._lock:  # a replacement failed to start: start one here
+                    if self._live < self.size:
+                        self._live += 1
+                        worker = None
+        if worker is None:
             worker = self._start()
         try:
             yield worker
         finally:
             worker.uses += 1
-            if self.recycle_after and worker.uses >= self.recycle_after and not worker.retired:
+            if self.zygote is not None and not worker.retired:
+                worker.kill()  # it ran a candidate: never reused
+            elif self.recycle_after and worker.uses >= self.recycle_after and not worker.retired:
                 worker.shutdown()
             if worker.retired or self._closed:
                 if not worker.retired:

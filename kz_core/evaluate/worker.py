@@ -7,7 +7,12 @@ serves requests until told to stop. A worker has one role for its whole life:
 
 - ``reference`` workers run problems' reference modules and time baselines; model-written
   candidate code never runs in them;
-- ``candidate`` workers compile and run candidates through the backend hooks.
+- ``candidate`` workers load a candidate (model-written code: they are sandboxed and
+  forked fresh for it) and record its forward as plans; for a backend without trusted
+  kernels they run its trials and timing themselves;
+- ``executor`` workers replay a candidate's plans on secret inputs with its kernels,
+  built from the source by the backend's ``backend_kernels`` hook (no candidate code
+  runs in them), check every call and time it.
 
 Replies carry measurements only (outputs, fingerprints, launch counts, flags, timings);
 the parent compares and decides the verdict. Replies are encoded with
@@ -28,6 +33,7 @@ from typing import Any
 from kz_core.evaluate import wire
 from kz_core.evaluate.candidate_ops import CandidateOps
 from kz_core.evaluate.execution import error_reply
+from kz_core.evaluate.executor_ops import ExecutorOps
 from kz_core.evaluate.reference_ops import ReferenceOps
 
 
@@ -54,7 +60,7 @@ def _backend_versions() -> str:
     return ", ".join(found)
 
 
-class Worker(ReferenceOps, CandidateOps):
+class Worker(ReferenceOps, CandidateOps, ExecutorOps):
     """One worker's state between requests."""
 
     def __init__(self, init: dict[str, Any]):
@@ -145,10 +151,15 @@ class Worker(ReferenceOps, CandidateOps):
     # -- reference role -----------------------------------------------------------------
 
 
-def serve(sock: socket.socket) -> None:
+def serve(sock: socket.socket, preapplied_limits: bool = False) -> None:
+    """Answer requests on ``sock`` until told to stop (the first one is ``init``).
+
+    :param preapplied_limits: the zygote's supervisor already limited this process.
+    """
     init = wire.recv_request(sock)
     try:
-        apply_limits(init.get("limits", {}))
+        if not preapplied_limits:
+            apply_limits(init.get("limits", {}))
         worker = Worker(init)
     except BaseException as exc:  # noqa: BLE001 - report why the worker cannot start
         wire.send_reply(sock, error_reply("start", exc))
@@ -167,6 +178,12 @@ def serve(sock: socket.socket) -> None:
         "unload": worker.op_unload,
         "release": worker.op_release,
         "compare": worker.op_compare,
+        "record": worker.op_record,
+        "prepare": worker.op_prepare,
+        "add_plans": worker.op_add_plans,
+        "execute": worker.op_execute,
+        "time_plan": worker.op_time_plan,
+        "release_held": worker.op_release_held,
     }
     while True:
         try:

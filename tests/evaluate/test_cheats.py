@@ -13,20 +13,26 @@ from kz_core.model import Severity, Verdict
 
 from .conftest import cheat_candidate, cheat_header, cheat_id, cheat_paths, example_candidates, gpu_cheat_params, wrong_output_family
 
+def _isolated() -> bool:
+    from kz_core.evaluate.isolation import support
+
+    return bool(support().landlock_abi and support().pid_namespace and support().seccomp)
+
+
+#: Cheats that would really harm a machine without the sandbox run only where it exists.
+RUNNABLE = [p for p in cheat_paths() if cheat_header(p)["gpu_only"] != "true" and (cheat_header(p).get("destructive") != "true" or _isolated())]
 CPU_CHEATS = [
     pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="caught only by fuzzing at other sizes (kz fuzz, a later issue)"))
     if cheat_header(p)["expect"] == "fuzz"
     else p
-    for p in cheat_paths()
-    if cheat_header(p)["gpu_only"] != "true"
+    for p in RUNNABLE
 ]
 GPU_CHEATS = gpu_cheat_params([p for p in cheat_paths() if cheat_header(p)["gpu_only"] == "true"])
 
 
 @pytest.fixture(scope="module")
 def cheat_results(cpu_evaluator):
-    paths = [p for p in cheat_paths() if cheat_header(p)["gpu_only"] != "true"]
-    return {r.sample_id: r for r in cpu_evaluator.evaluate([cheat_candidate(p) for p in paths])}
+    return {r.sample_id: r for r in cpu_evaluator.evaluate([cheat_candidate(p) for p in RUNNABLE])}
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +50,8 @@ def test_cheat_is_caught(path, cheat_results):
     result = cheat_results[cheat_id(path)]
     assert result.verdict is not Verdict.CORRECT, f"{path.stem} fooled the evaluator"
     errors = [f.check for f in result.findings if f.severity is Severity.ERROR]
-    assert result.verdict.value == header["expect"], result.message
-    assert header["check"] in errors, f"expected {header['check']}, got {errors}: {result.message}"
+    assert result.verdict.value in header["expect"].split("|"), result.message
+    assert set(header["check"].split("|")) & set(errors), f"expected {header['check']}, got {errors}: {result.message}"
 
 
 def test_every_honest_example_candidate_is_correct(example_results):
@@ -64,5 +70,6 @@ def test_gpu_cheat_is_caught(path, gpu_evaluator):
     header = cheat_header(path)
     result = gpu_evaluator.evaluate([cheat_candidate(path)])[0]
     assert result.verdict is not Verdict.CORRECT
-    assert result.verdict.value == header["expect"], result.message
-    assert wrong_output_family(header["check"]) & {f.check for f in result.findings if f.severity is Severity.ERROR}
+    assert result.verdict.value in header["expect"].split("|"), result.message
+    expected = set().union(*(wrong_output_family(check) for check in header["check"].split("|")))
+    assert expected & {f.check for f in result.findings if f.severity is Severity.ERROR}, result.message

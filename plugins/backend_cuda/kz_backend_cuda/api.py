@@ -137,6 +137,14 @@ class CudaKernel:
         grid3, block3 = _dims(grid, "grid"), _dims(block, "block")
         if not isinstance(shared_bytes, int) or shared_bytes < 0:
             raise KernelArgumentError(f"shared_bytes must be a non-negative integer, got {shared_bytes!r}")
+        from kz_core.evaluate import recording
+
+        with recording.record_kernel("cuda", self.module.identity(self.name), grid3, args, {"block": list(block3), "shared_bytes": shared_bytes}):
+            self._launch(args, grid3, block3, shared_bytes)
+
+    def _launch(self, args: tuple[Any, ...], grid3: tuple[int, int, int], block3: tuple[int, int, int], shared_bytes: int) -> None:
+        import torch
+
         values, types, device = self.marshal(args)
         if not torch.cuda.is_available():
             raise CudaUnavailableError(f"{self.name} compiled with NVRTC, but there is no GPU here to run it on")
@@ -171,11 +179,20 @@ class CudaKernel:
 class CudaModule:
     """The kernels of one CUDA source: ``module.add`` or ``module["add"]``."""
 
-    def __init__(self, source: str, compiled: CompiledSource, signatures: dict[str, tuple[Parameter, ...]]):
+    def __init__(self, source: str, compiled: CompiledSource, signatures: dict[str, tuple[Parameter, ...]], options: dict[str, Any] | None = None, arch: str | None = None):
         self.source = source
+        self.options = dict(options or {})
+        self.arch = arch
         self.compiled = compiled
         self.kernels = {name: CudaKernel(self, name, params) for name, params in signatures.items()}
         self._modules: dict[int, Any] = {}
+
+    def identity(self, kernel: str) -> dict[str, Any]:
+        """What a recorded launch of ``kernel`` names: the source and options that build it
+        (the trusted executor compiles them again itself)."""
+        import json
+
+        return {"name": kernel, "source": self.source, "options": json.dumps(self.options, sort_keys=True, default=str), "arch": self.arch or ""}
 
     def __getitem__(self, name: str) -> CudaKernel:
         try:
@@ -184,7 +201,7 @@ class CudaModule:
             raise KeyError(f"no extern \"C\" __global__ kernel named {name!r}; this source defines {', '.join(self.kernels) or 'none'}") from None
 
     def __getattr__(self, name: str) -> CudaKernel:
-        if name.startswith("_") or name in ("source", "compiled", "kernels"):
+        if name.startswith("_") or name in ("source", "compiled", "kernels", "options", "arch"):
             raise AttributeError(name)
         try:
             return self[name]
@@ -212,7 +229,7 @@ def load_cuda(source: str, *, options: dict[str, Any] | None = None, arch: str |
     if not signatures:
         raise SignatureError('the source defines no extern "C" __global__ kernel; declare kernels as extern "C" __global__ void name(...)')
     compiled = compile_source(source, options, arch)
-    module = CudaModule(source, compiled, signatures)
+    module = CudaModule(source, compiled, signatures, options, arch)
     LOADED.append(module)
     return module
 

@@ -33,6 +33,7 @@ def register_backends(register):
             language="cuda",
             description="CUDA C++ compiled in-process with NVRTC (cuda-python) and launched through the kz CUDA API",
             runs_on_cpu=False,
+            trusted_kernels=True,
         )
     )
     register(
@@ -63,6 +64,15 @@ def backend_compile(candidate, device, workdir):
 
         return inline.compile_candidate(candidate, device, workdir)
     return None
+
+
+@hookimpl
+def backend_kernels(candidate):
+    if candidate.backend != NVRTC_BACKEND:
+        return None  # cuda_inline's host code is C++: it runs in the candidate's process
+    from kz_backend_cuda.trusted import NvrtcKernels
+
+    return NvrtcKernels()
 
 
 @hookimpl

@@ -3,14 +3,19 @@
 ``kernel[grid](...)`` ends in ``JITFunction.run`` (compiled kernels on a GPU) or
 ``InterpretedFunction.run`` (the interpreter on a CPU); autotuned and heuristic kernels
 reach the same methods. :func:`install` wraps both once per process so that every launch
-that is not a warm-up increments :data:`COUNTER`. Used inside evaluation workers only.
+that is not a warm-up increments :data:`COUNTER`, and, while a forward call is being
+recorded as a plan, is reported to the recorder with its grid resolved to integers and
+its arguments (``kz_core/evaluate/recording.py``). Used inside candidate workers only.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+from typing import Any
 
 from kz_core.backend import LaunchCounter
+from kz_core.evaluate import recording
 
 
 COUNTER = LaunchCounter()
@@ -24,13 +29,37 @@ def _wrap(cls: type) -> None:
 
     @functools.wraps(original)
     def run(self, *args, grid, warmup, **kwargs):
-        if not warmup:
-            name = getattr(getattr(self, "fn", None), "__name__", None) or getattr(self, "__name__", "kernel")
-            COUNTER.record(str(name))
-        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        if warmup:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        name = getattr(getattr(self, "fn", None), "__name__", None) or getattr(self, "__name__", "kernel")
+        COUNTER.record(str(name))
+        if recording.active() is None:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        resolved = _resolve_grid(self, grid, args, kwargs)
+        with recording.record_kernel("triton", {"name": str(name)}, resolved, args, kwargs):
+            return original(self, *args, grid=resolved, warmup=warmup, **kwargs)
 
     run._kz_counts_launches = True  # type: ignore[attr-defined]
     cls.run = run
+
+
+def _resolve_grid(kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, ...]:
+    """The launch grid as integers: a callable grid gets the bound arguments, as Triton
+    gives them (parameters by name, defaults filled in)."""
+    if not callable(grid):
+        return tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    signature = inspect.signature(kernel.fn)
+    bound: dict[str, Any] = {}
+    names = list(signature.parameters)
+    for name, value in zip(names, args):
+        bound[name] = value
+    for name in names[len(args):]:
+        if name in kwargs:
+            bound[name] = kwargs[name]
+        elif signature.parameters[name].default is not inspect.Parameter.empty:
+            bound[name] = signature.parameters[name].default
+    resolved = grid(bound)
+    return tuple(resolved) if isinstance(resolved, (tuple, list)) else (resolved,)
 
 
 def install() -> LaunchCounter:

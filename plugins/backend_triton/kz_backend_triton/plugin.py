@@ -24,6 +24,7 @@ def register_backends(register):
             language="triton",
             description="@triton.jit kernels launched from ModelNew.forward; the interpreter runs them on a CPU",
             runs_on_cpu=True,
+            trusted_kernels=True,
         )
     )
 
@@ -42,6 +43,21 @@ def backend_compile(candidate, workdir):
     from kz_backend_triton.compile import compile_candidate
 
     return compile_candidate(candidate, workdir)
+
+
+@hookimpl
+def backend_kernels(candidate, workdir):
+    if candidate.backend != BACKEND:
+        return None
+    from kz_core.backend import CompileFailure
+
+    from kz_backend_triton.kernels import TritonKernels
+    from kz_backend_triton.trusted import KernelExtractionError, extract_kernels
+
+    try:
+        return TritonKernels(extract_kernels(candidate.code, str(workdir / "candidate.py")))
+    except KernelExtractionError as exc:
+        return CompileFailure(message=f"its Triton kernels cannot be built apart from the module: {exc}", line=getattr(exc, "line", None))
 
 
 @hookimpl

@@ -2,6 +2,7 @@
 # expect: rejected
 # check: frame_inspection
 # gpu_only: false
+# class: 2
 # hack: walks up the call stack with sys._getframe and reads the callers' f_locals for an already computed (M, N) tensor (the harness's reference output) and copies it out with a Triton kernel, computing the product itself only when none is found.
 
 import sys

@@ -2,6 +2,7 @@
 # expect: rejected
 # check: frame_inspection
 # gpu_only: false
+# class: 2
 # hack: scans gc.get_objects() for a live tensor shaped like the input whose rows are non-negative and sum to 1 (the reference's softmax output, still held by the harness) and copies it, the Python cousin of reusing the reference's stale output memory.
 
 import gc

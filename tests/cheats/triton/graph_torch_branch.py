@@ -2,6 +2,7 @@
 # expect: rejected
 # check: torch_compute_in_forward
 # gpu_only: true
+# class: 6
 # hack: runs its Triton kernel whenever it runs eagerly (the correctness trials and their profiler see only that), but when its call is captured into a CUDA graph for timing it calls torch.softmax instead, so the timed graph holds torch's kernel.
 
 import torch

@@ -2,6 +2,7 @@
 # expect: rejected
 # check: monkeypatch
 # gpu_only: false
+# class: 1
 # hack: at import it replaces torch.allclose and torch.testing.assert_close with functions that always pass, so the harness's own comparison accepts a kernel that forgets the scale factor.
 
 import torch

@@ -2,6 +2,7 @@
 # expect: rejected
 # check: seed_tampering
 # gpu_only: false
+# class: 2
 # hack: __init__ calls torch.manual_seed(0), draws the (96, 80) and (80, 72) inputs that get_inputs() will draw next, precomputes their product and reseeds to 0, so the harness's next get_inputs() reproduces them and forward only copies the stored answer with a Triton kernel.
 
 import torch

@@ -2,6 +2,7 @@
 # expect: rejected
 # check: thread_or_stream
 # gpu_only: true
+# class: 7
 # hack: the same side stream as side_stream.py, created through getattr so that no source check sees torch.cuda.Stream; only the runtime stream accounting catches it.
 
 import torch

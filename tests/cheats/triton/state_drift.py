@@ -1,7 +1,8 @@
 # problem: 1_vector_add
 # expect: rejected
-# check: state_drift
+# check: state_drift|no_kernel_launch (a second recording after a secret number of calls, or the size variation's, sees the forward stop launching)
 # gpu_only: false
+# class: 6
 # hack: correct for the first calls, which a harness checks, then returns an uninitialised buffer without launching anything, which makes the timed calls nearly free; only checking the outputs of the timed calls catches it.
 
 import torch

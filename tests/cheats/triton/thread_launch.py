@@ -2,6 +2,7 @@
 # expect: rejected
 # check: thread_or_stream
 # gpu_only: false
+# class: 7
 # hack: forward starts the (correct) kernel on a background threading.Thread and returns the output buffer at once, so a timer around forward measures almost nothing and the result may still be in flight when it is read.
 
 import threading

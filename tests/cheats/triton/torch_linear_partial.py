@@ -2,6 +2,7 @@
 # expect: rejected
 # check: torch_compute_in_forward
 # gpu_only: false
+# class: 7
 # hack: the expensive part, the linear layer, is done by torch (F.linear) and only the cheap elementwise GELU is a Triton kernel, so a kernel is launched and outputs match while the "fusion" the problem asks for never happens.
 
 import torch

@@ -2,6 +2,7 @@
 # expect: rejected
 # check: torch_compute_in_forward
 # gpu_only: false
+# class: 7
 # hack: torch computes a @ b and a token Triton kernel merely copies the result into the output, so a "was a kernel launched?" check passes while all the real work is PyTorch's.
 
 import torch

@@ -1,0 +1,679 @@
+"""Operating-system isolation of the processes that run candidate code.
+
+The kernel's own mechanisms, applied by a freshly forked child to itself before any
+candidate code runs (``kz_core/evaluate/zygote.py``):
+
+- **namespaces**: a user namespace (ids mapped to an unprivileged user of its own when kz
+  runs as root), a PID namespace (the candidate is PID 1: it cannot see or signal other
+  processes, and everything it starts dies with it), a mount namespace with a fresh
+  ``/proc``, a network namespace (no interfaces) and an IPC namespace (no System V shared
+  memory with anyone);
+- **Landlock**: the filesystem is read-only except the child's scratch folder (and the
+  device files CUDA needs); the journal, caches and run folders are not even readable;
+  signals and abstract Unix sockets cannot leave the sandbox (ABI 6);
+  TCP bind and connect are refused (ABI 4);
+- **seccomp**: a filter that refuses ptrace, reading or writing other processes' memory,
+  System V IPC, new namespaces, mounts, keyrings, BPF, io_uring and kernel modules;
+- **resource limits** per process and a scrubbed environment (``sandbox.py``).
+
+What a machine's kernel lacks is detected (:func:`support`) and reported by ``kz plugins``,
+``kz eval`` and every result, never silently skipped. Nothing here runs candidate code;
+this module only restricts the process that calls it. Linux only: elsewhere every
+mechanism reports as unavailable.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+import platform
+import resource
+import struct
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import attrs
+
+# -- constants from the kernel's UAPI headers ---------------------------------------------
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUTS = 0x04000000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+_CLONE_NEWCGROUP = 0x02000000
+_NAMESPACE_FLAGS = _CLONE_NEWNS | _CLONE_NEWUTS | _CLONE_NEWIPC | _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWCGROUP
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_PR_SET_CHILD_SUBREAPER = 36
+_SECCOMP_MODE_FILTER = 2
+
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+
+# Landlock (include/uapi/linux/landlock.h); system call numbers are the same on every
+# architecture (the "generic" table).
+_SYS_LANDLOCK_CREATE_RULESET = 444
+_SYS_LANDLOCK_ADD_RULE = 445
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+FS_REMOVE_DIR = 1 << 4
+FS_REMOVE_FILE = 1 << 5
+FS_MAKE_CHAR = 1 << 6
+FS_MAKE_DIR = 1 << 7
+FS_MAKE_REG = 1 << 8
+FS_MAKE_SOCK = 1 << 9
+FS_MAKE_FIFO = 1 << 10
+FS_MAKE_BLOCK = 1 << 11
+FS_MAKE_SYM = 1 << 12
+FS_REFER = 1 << 13  # ABI 2
+FS_TRUNCATE = 1 << 14  # ABI 3
+FS_IOCTL_DEV = 1 << 15  # ABI 5
+_NET_BIND_TCP = 1 << 0  # ABI 4
+_NET_CONNECT_TCP = 1 << 1
+_SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+_SCOPE_SIGNAL = 1 << 1
+
+#: What a read-only path allows.
+READ_ACCESS = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+#: What a writable folder allows (everything but device nodes).
+WRITE_ACCESS = (
+    READ_ACCESS | FS_WRITE_FILE | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_DIR | FS_MAKE_REG | FS_MAKE_SOCK
+    | FS_MAKE_FIFO | FS_MAKE_SYM | FS_REFER | FS_TRUNCATE
+)
+#: A device file that is opened for writing (``/dev/null``, ``/dev/nvidia0``).
+DEVICE_ACCESS = FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE
+
+
+def _fs_rights(abi: int) -> int:
+    rights = (1 << 13) - 1
+    if abi >= 2:
+        rights |= FS_REFER
+    if abi >= 3:
+        rights |= FS_TRUNCATE
+    return rights  # FS_IOCTL_DEV is left unhandled: CUDA talks to its devices by ioctl
+
+
+# seccomp (include/uapi/linux/seccomp.h, filter.h, audit.h)
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_ERRNO = 0x00050000
+_SECCOMP_RET_KILL_PROCESS = 0x80000000
+_BPF_LD_W_ABS = 0x20
+_BPF_JEQ_K = 0x15
+_BPF_JGE_K = 0x35
+_BPF_JSET_K = 0x45
+_BPF_RET_K = 0x06
+_X32_SYSCALL_BIT = 0x40000000
+
+#: System calls refused by the sandbox's filter, by name, with the reason.
+DENIED_SYSCALLS: dict[str, str] = {
+    "ptrace": "tracing or rewriting another process",
+    "process_vm_readv": "reading another process's memory",
+    "process_vm_writev": "writing another process's memory",
+    "pidfd_getfd": "taking another process's file descriptors",
+    "kcmp": "comparing other processes' resources",
+    "process_madvise": "acting on another process's memory",
+    "shmget": "System V shared memory", "shmat": "System V shared memory",
+    "shmctl": "System V shared memory", "shmdt": "System V shared memory",
+    "semget": "System V semaphores", "semop": "System V semaphores",
+    "semctl": "System V semaphores", "semtimedop": "System V semaphores",
+    "msgget": "System V message queues", "msgsnd": "System V message queues",
+    "msgrcv": "System V message queues", "msgctl": "System V message queues",
+    "unshare": "new namespaces", "setns": "joining namespaces",
+    "mount": "mounting", "umount2": "unmounting", "pivot_root": "changing the root", "chroot": "changing the root",
+    "open_tree": "mounting", "move_mount": "mounting", "fsopen": "mounting", "fsmount": "mounting",
+    "keyctl": "kernel keyrings", "add_key": "kernel keyrings", "request_key": "kernel keyrings",
+    "bpf": "BPF programs", "perf_event_open": "performance counters of other processes",
+    "userfaultfd": "userfaultfd", "io_uring_setup": "io_uring", "io_uring_enter": "io_uring",
+    "io_uring_register": "io_uring", "init_module": "kernel modules", "finit_module": "kernel modules",
+    "delete_module": "kernel modules", "kexec_load": "kexec", "kexec_file_load": "kexec", "reboot": "reboot",
+    "swapon": "swap", "swapoff": "swap", "acct": "process accounting", "settimeofday": "the clock",
+    "clock_settime": "the clock", "clock_adjtime": "the clock", "adjtimex": "the clock", "syslog": "the kernel log",
+    "open_by_handle_at": "opening files by handle", "name_to_handle_at": "file handles",
+    "fanotify_init": "filesystem notifications of others", "quotactl": "quotas",
+    "migrate_pages": "another process's pages", "move_pages": "another process's pages",
+    "iopl": "I/O ports", "ioperm": "I/O ports",
+}
+
+_SYSCALLS = {
+    "x86_64": {
+        "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438, "kcmp": 312,
+        "process_madvise": 440, "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
+        "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "unshare": 272,
+        "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "open_tree": 428,
+        "move_mount": 429, "fsopen": 430, "fsmount": 432, "keyctl": 250, "add_key": 248, "request_key": 249,
+        "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "init_module": 175, "finit_module": 313, "delete_module": 176, "kexec_load": 246,
+        "kexec_file_load": 320, "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "settimeofday": 164,
+        "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159, "syslog": 103, "open_by_handle_at": 304,
+        "name_to_handle_at": 303, "fanotify_init": 300, "quotactl": 179, "migrate_pages": 256, "move_pages": 279,
+        "iopl": 172, "ioperm": 173,
+        # not denied outright: filtered on their arguments
+        "clone": 56, "clone3": 435, "prctl": 157, "socket": 41,
+    },
+    "aarch64": {
+        "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438, "kcmp": 272,
+        "process_madvise": 440, "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "semget": 190, "semop": 193,
+        "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189, "msgrcv": 188, "msgctl": 187, "unshare": 97,
+        "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "open_tree": 428,
+        "move_mount": 429, "fsopen": 430, "fsmount": 432, "keyctl": 219, "add_key": 217, "request_key": 218,
+        "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "init_module": 105, "finit_module": 273, "delete_module": 106, "kexec_load": 104,
+        "kexec_file_load": 294, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89, "settimeofday": 170,
+        "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171, "syslog": 116, "open_by_handle_at": 265,
+        "name_to_handle_at": 264, "fanotify_init": 262, "quotactl": 60, "migrate_pages": 238, "move_pages": 239,
+        "clone": 220, "clone3": 435, "prctl": 167, "socket": 198,
+    },
+}
+_AF_UNIX = 1
+
+
+#: The mechanisms ``eval.isolation_off`` may name.
+MECHANISMS = ("landlock", "seccomp", "namespaces")
+
+
+class IsolationError(RuntimeError):
+    """A mechanism that :func:`support` reported as available failed to apply."""
+
+
+@attrs.frozen
+class Support:
+    """What this machine's kernel lets kz use to isolate candidate processes.
+
+    :ivar landlock_abi: the Landlock ABI version (0: none). 1 restricts files, 4 adds TCP,
+        6 adds signal and abstract-socket scoping.
+    :ivar seccomp: seccomp filters can be installed.
+    :ivar user_namespace: a child can create a user namespace (and, inside it, the others).
+    :ivar pid_namespace: a child can be PID 1 of a PID namespace of its own.
+    :ivar proc_mount: a fresh ``/proc`` can be mounted in that namespace.
+    :ivar separate_uid: each candidate runs as an unprivileged user of its own (kz runs as
+        root, so it can map one).
+    :ivar architecture: ``platform.machine()``.
+    """
+
+    landlock_abi: int = 0
+    seccomp: bool = False
+    user_namespace: bool = False
+    pid_namespace: bool = False
+    proc_mount: bool = False
+    separate_uid: bool = False
+    architecture: str = ""
+
+    def without(self, mechanisms: Iterable[str]) -> Support:
+        """The same support with ``mechanisms`` (landlock, seccomp, namespaces) turned off."""
+        off = set(mechanisms)
+        unknown = off - set(MECHANISMS)
+        if unknown:
+            raise ValueError(f"unknown isolation mechanism(s) {', '.join(sorted(unknown))}: use {', '.join(MECHANISMS)}")
+        return attrs.evolve(
+            self,
+            landlock_abi=0 if "landlock" in off else self.landlock_abi,
+            seccomp=self.seccomp and "seccomp" not in off,
+            user_namespace=self.user_namespace and "namespaces" not in off,
+            pid_namespace=self.pid_namespace and "namespaces" not in off,
+            proc_mount=self.proc_mount and "namespaces" not in off,
+            separate_uid=self.separate_uid and "namespaces" not in off,
+        )
+
+    def missing(self) -> list[str]:
+        """What is not available, as short phrases for people."""
+        gaps = []
+        if self.landlock_abi == 0:
+            gaps.append("Landlock (files, signals and sockets are not confined)")
+        elif self.landlock_abi < 6:
+            gaps.append(f"Landlock ABI 6 (this kernel has ABI {self.landlock_abi}: signals and abstract sockets are not scoped)")
+        if not self.seccomp:
+            gaps.append("seccomp (ptrace and other processes' memory are reachable)")
+        if not self.pid_namespace:
+            gaps.append("PID namespaces (processes a candidate starts are killed by tracking them instead)")
+        elif not self.proc_mount:
+            gaps.append("a private /proc (other processes are visible, though not reachable)")
+        if not self.separate_uid:
+            gaps.append("a user id per candidate (processes of all candidates share one user)")
+        return gaps
+
+    def summary(self) -> str:
+        parts = [f"Landlock ABI {self.landlock_abi}" if self.landlock_abi else "no Landlock"]
+        parts.append("seccomp" if self.seccomp else "no seccomp")
+        parts.append("PID namespace" + (" + /proc" if self.proc_mount else "") if self.pid_namespace else "no PID namespace")
+        parts.append("uid per candidate" if self.separate_uid else "shared uid")
+        return ", ".join(parts)
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        code = ctypes.get_errno()
+        raise IsolationError(f"{what}: {os.strerror(code)} (errno {code})")
+    return result
+
+
+def landlock_abi() -> int:
+    """The running kernel's Landlock ABI version, 0 without Landlock."""
+    if sys.platform != "linux":
+        return 0
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    value = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    return max(0, int(value))
+
+
+def _probe_child(body) -> bool:
+    """Run ``body()`` in a forked child; True when it exits with status 0."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return False
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            code = 0 if body() else 1
+        except BaseException:  # noqa: BLE001
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _can_seccomp() -> bool:
+    def body() -> bool:
+        install_seccomp(allow_namespaces=True)
+        return True
+
+    return _probe_child(body)
+
+
+def _can_namespaces() -> tuple[bool, bool, bool]:
+    """(user namespace, PID namespace, fresh /proc) as a forked child finds them."""
+
+    def user() -> bool:
+        _unshare(_CLONE_NEWUSER)
+        return True
+
+    def pid_and_proc(with_proc: bool):
+        def body() -> bool:
+            read, write = os.pipe()
+            flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC
+            if os.geteuid() != 0:
+                flags |= _CLONE_NEWUSER
+            _unshare(flags)
+            child = os.fork()
+            if child == 0:
+                ok = os.getpid() == 1
+                if ok and with_proc:
+                    _mount_private_proc()
+                os._exit(0 if ok else 1)
+            _, status = os.waitpid(child, 0)
+            return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+        return body
+
+    has_user = _probe_child(user)
+    has_pid = _probe_child(pid_and_proc(False)) if (has_user or os.geteuid() == 0) else False
+    has_proc = _probe_child(pid_and_proc(True)) if has_pid else False
+    return has_user, has_pid, has_proc
+
+
+def _readable_by_others() -> bool:
+    """Whether an unprivileged user can read this interpreter and its packages (a
+    candidate with a uid of its own needs to: an installation under /root is not)."""
+    import json
+    import sysconfig
+
+    probes = [sysconfig.get_paths()["stdlib"], os.path.dirname(json.__file__)]
+    for name in ("torch", "kz_core", "triton", "numpy"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__file__", None):
+            probes.append(os.path.dirname(module.__file__))
+
+    def body() -> bool:
+        os.setgroups([])
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+        return all(os.access(path, os.R_OK | os.X_OK) for path in probes)
+
+    return os.geteuid() == 0 and _probe_child(body)
+
+
+@functools.lru_cache(maxsize=1)
+def support() -> Support:
+    """Probe once (in forked children, so this process is never restricted)."""
+    if sys.platform != "linux":
+        return Support(architecture=platform.machine())
+    arch = platform.machine()
+    seccomp = arch in _SYSCALLS and _can_seccomp()
+    user, pid, proc = _can_namespaces()
+    return Support(
+        landlock_abi=landlock_abi(),
+        seccomp=seccomp,
+        user_namespace=user,
+        pid_namespace=pid,
+        proc_mount=proc,
+        separate_uid=pid and user and _readable_by_others(),
+        architecture=arch,
+    )
+
+
+# -- namespaces --------------------------------------------------------------------------
+
+
+def _unshare(flags: int) -> None:
+    libc = _libc()
+    _check(libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int) -> None:
+    libc = _libc()
+    _check(libc.mount(source, target, fstype, ctypes.c_ulong(flags), None), f"mount {target.decode()}")
+
+
+def _mount_private_proc() -> None:
+    """In a new mount and PID namespace: stop mount propagation, mount a fresh /proc."""
+    _mount(None, b"/", None, _MS_REC | _MS_PRIVATE)
+    _mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
+def set_parent_death_signal() -> None:
+    """SIGKILL this process when the process that forked it dies."""
+    import signal
+
+    _check(_libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants of this process are re-parented to it (not to init)."""
+    _check(_libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def enter_namespaces(isolate_uid: int | None, scratch: Path) -> int:
+    """Unshare user, PID, mount, network and IPC namespaces, then fork the process that
+    runs the candidate (PID 1 of the new PID namespace).
+
+    Called by a freshly forked child of the zygote (the *supervisor*). When ``isolate_uid``
+    is given (kz runs as root), a helper forked before the unshare maps root of the new
+    user namespace to that unprivileged uid and gives it ``scratch``; otherwise the
+    caller's own uid is mapped (unprivileged user namespaces).
+
+    :returns: in the supervisor, the pid of the new PID 1 (as this namespace numbers it);
+        in the new PID 1, 0.
+    """
+    uid, gid = os.geteuid(), os.getegid()
+    ready_read, ready_write = os.pipe()
+    done_read, done_write = os.pipe()
+    helper = None
+    if isolate_uid is not None:
+        helper = os.fork()
+        if helper == 0:  # pragma: no cover - the mapping helper, in the old namespaces
+            os.close(ready_write)
+            os.close(done_read)
+            code = 1
+            try:
+                target = int(os.read(ready_read, 32).decode() or "0")
+                for name, value in (("uid_map", f"0 {isolate_uid} 1\n"), ("gid_map", f"0 {isolate_uid} 1\n")):
+                    with open(f"/proc/{target}/{name}", "w") as handle:
+                        handle.write(value)
+                for root, dirs, files in os.walk(scratch):
+                    for name in dirs + files:
+                        os.lchown(os.path.join(root, name), isolate_uid, isolate_uid)
+                os.lchown(scratch, isolate_uid, isolate_uid)
+                code = 0
+            except BaseException:  # noqa: BLE001
+                code = 1
+            os.write(done_write, bytes([code]))
+            os._exit(code)
+    os.close(ready_read)
+    os.close(done_write)
+    flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS
+    _unshare(flags)
+    if helper is not None:
+        os.write(ready_write, str(os.getpid()).encode())
+        answer = os.read(done_read, 1)
+        os.waitpid(helper, 0)
+        if answer != b"\x00":
+            raise IsolationError(f"could not map the sandbox's user to uid {isolate_uid}")
+        # Become the namespace's root, which is the unprivileged host uid, and drop the
+        # supplementary groups inherited from the real root.
+        os.setgroups([])
+        os.setresgid(0, 0, 0)
+        os.setresuid(0, 0, 0)
+    else:
+        with open("/proc/self/setgroups", "w") as handle:
+            handle.write("deny\n")
+        with open("/proc/self/uid_map", "w") as handle:
+            handle.write(f"0 {uid} 1\n")
+        with open("/proc/self/gid_map", "w") as handle:
+            handle.write(f"0 {gid} 1\n")
+    os.close(ready_write)
+    os.close(done_read)
+    child = os.fork()
+    if child == 0:
+        set_parent_death_signal()
+        try:
+            _mount_private_proc()
+        except IsolationError:
+            pass  # reported by support(): other processes stay visible, not reachable
+        return 0
+    return child
+
+
+# -- Landlock ----------------------------------------------------------------------------
+
+
+def _existing(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for path in paths:
+        text = os.fspath(path)
+        if text and os.path.exists(text):
+            seen.setdefault(os.path.realpath(text), None)
+            seen.setdefault(os.path.abspath(text), None)
+    return list(seen)
+
+
+def apply_landlock(read_paths: Sequence[str], write_paths: Sequence[str], device_paths: Sequence[str] = ()) -> int:
+    """Confine this process (and its future children) with Landlock: ``read_paths`` are
+    readable and executable, ``write_paths`` writable, ``device_paths`` (files) opened for
+    reading and writing; everything else is unreachable. TCP is refused (ABI 4) and
+    signals and abstract Unix sockets stay inside the sandbox (ABI 6).
+
+    :returns: the ABI applied (0 when the kernel has no Landlock; nothing was done).
+    """
+    abi = landlock_abi()
+    if abi == 0:
+        return 0
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    fs = _fs_rights(abi)
+    net = (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0
+    scoped = (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0
+    attr = struct.pack("<QQQ", fs, net, scoped)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    buffer = ctypes.create_string_buffer(attr[:size], size)
+    ruleset = _check(libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, buffer, ctypes.c_size_t(size), ctypes.c_uint32(0)), "landlock_create_ruleset")
+    try:
+        rules = [(p, READ_ACCESS) for p in _existing(read_paths)]
+        rules += [(p, WRITE_ACCESS) for p in _existing(write_paths)]
+        rules += [(p, DEVICE_ACCESS) for p in _existing(device_paths)]
+        for path, access in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                allowed = access & fs
+                if not os.path.isdir(path):  # only file rights apply to a file
+                    allowed &= FS_EXECUTE | FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE
+                rule = ctypes.create_string_buffer(struct.pack("<Qi", allowed, fd), 12)
+                _check(libc.syscall(_SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0)), f"landlock_add_rule {path}")
+            finally:
+                os.close(fd)
+        _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        _check(libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+    return abi
+
+
+# -- seccomp -----------------------------------------------------------------------------
+
+
+def _seccomp_program(arch: str, allow_namespaces: bool) -> bytes:
+    numbers = _SYSCALLS[arch]
+    denied = sorted({numbers[name] for name in DENIED_SYSCALLS if name in numbers and not (allow_namespaces and name == "unshare")})
+    errno_eperm = _SECCOMP_RET_ERRNO | errno.EPERM
+    program: list[tuple[int, int, int, int]] = []
+
+    def ins(code: int, jt: int, jf: int, k: int) -> None:
+        program.append((code, jt, jf, k))
+
+    ins(_BPF_LD_W_ABS, 0, 0, 4)  # seccomp_data.arch
+    ins(_BPF_JEQ_K, 1, 0, _AUDIT_ARCH[arch])
+    ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_KILL_PROCESS)
+    ins(_BPF_LD_W_ABS, 0, 0, 0)  # seccomp_data.nr
+    if arch == "x86_64":
+        ins(_BPF_JGE_K, 0, 1, _X32_SYSCALL_BIT)
+        ins(_BPF_RET_K, 0, 0, errno_eperm)
+    for number in denied:
+        ins(_BPF_JEQ_K, 0, 1, number)
+        ins(_BPF_RET_K, 0, 0, errno_eperm)
+    # clone3 hides its flags in memory: ENOSYS makes libc fall back to clone.
+    ins(_BPF_JEQ_K, 0, 1, numbers["clone3"])
+    ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.ENOSYS)
+    if not allow_namespaces:
+        # clone(flags, ...): refuse new namespaces (args[0] is at offset 16).
+        ins(_BPF_JEQ_K, 0, 3, numbers["clone"])
+        ins(_BPF_LD_W_ABS, 0, 0, 16)
+        ins(_BPF_JSET_K, 0, 1, _NAMESPACE_FLAGS)
+        ins(_BPF_RET_K, 0, 0, errno_eperm)
+        ins(_BPF_LD_W_ABS, 0, 0, 0)
+    # prctl(PR_SET_PDEATHSIG, ...): the sandbox's death signal stays as it was set.
+    ins(_BPF_JEQ_K, 0, 4, numbers["prctl"])
+    ins(_BPF_LD_W_ABS, 0, 0, 16)
+    ins(_BPF_JEQ_K, 0, 1, _PR_SET_PDEATHSIG)
+    ins(_BPF_RET_K, 0, 0, errno_eperm)
+    ins(_BPF_LD_W_ABS, 0, 0, 0)
+    # socket(domain, ...): only Unix sockets (no network, no netlink).
+    ins(_BPF_JEQ_K, 0, 3, numbers["socket"])
+    ins(_BPF_LD_W_ABS, 0, 0, 16)
+    ins(_BPF_JEQ_K, 1, 0, _AF_UNIX)
+    ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT)
+    ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)
+    return b"".join(struct.pack("<HBBI", *instruction) for instruction in program)
+
+
+def install_seccomp(allow_namespaces: bool = False) -> bool:
+    """Install the sandbox's seccomp filter on this process (and its future children).
+
+    :returns: False when this architecture has no system call table here (nothing done).
+    """
+    arch = platform.machine()
+    if sys.platform != "linux" or arch not in _SYSCALLS:
+        return False
+    program = _seccomp_program(arch, allow_namespaces)
+    count = len(program) // 8
+    filters = ctypes.create_string_buffer(program, len(program))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(count, ctypes.cast(filters, ctypes.c_void_p))
+    libc = _libc()
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "prctl(PR_SET_SECCOMP)")
+    return True
+
+
+# -- resource limits ---------------------------------------------------------------------
+
+
+def apply_limits(*, address_space_bytes: int = 0, file_size_bytes: int = 0, open_files: int = 0, processes: int = 0) -> None:
+    """Resource limits for this process and its children (0 = leave as inherited).
+
+    ``processes`` only binds a user that is not root (a candidate with a uid of its own).
+    """
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for limit, value in (
+        (resource.RLIMIT_AS, address_space_bytes),
+        (resource.RLIMIT_FSIZE, file_size_bytes),
+        (resource.RLIMIT_NOFILE, open_files),
+        (resource.RLIMIT_NPROC, processes),
+    ):
+        if value:
+            resource.setrlimit(limit, (value, value))
+
+
+# -- what a sandboxed process may read ---------------------------------------------------
+
+#: Files under /etc that Python, torch, Triton and CUDA read.
+ETC_FILES = (
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/timezone",
+    "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/hosts", "/etc/os-release",
+    "/etc/alternatives", "/etc/mime.types", "/etc/ssl/certs", "/etc/gai.conf", "/etc/nvidia",
+)
+#: Device files opened for reading and writing: the usual ones and every NVIDIA device.
+DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+
+
+def system_read_paths() -> list[str]:
+    """Folders every sandboxed process reads (computed once per process; see
+    :func:`_read_paths`)."""
+    return list(_read_paths())
+
+
+@functools.lru_cache(maxsize=1)
+def _read_paths() -> tuple[str, ...]:
+    """Folders every sandboxed process reads: the interpreter, its packages, the system's
+    libraries and tools, ``/proc`` and ``/sys`` (CUDA and torch read both)."""
+    import importlib.util
+    import site
+    import sysconfig
+
+    paths = ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/proc", "/sys", *ETC_FILES]
+    paths += [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    paths += [p for p in sysconfig.get_paths().values()]
+    paths += site.getsitepackages() + [site.getusersitepackages()]
+    # Every import path (PYTHONPATH folders, where packages may be installed by hand),
+    # except the working directory, which usually holds the run folders.
+    cwd = os.path.realpath(os.getcwd())
+    paths += [p for p in sys.path if p and os.path.isdir(p) and os.path.realpath(p) != cwd and not cwd.startswith(os.path.realpath(p) + os.sep)]
+    for name in ("kz_core", "torch", "triton", "numpy", "cuda", "nvidia", "kz_backend_triton", "kz_backend_cuda"):
+        spec = importlib.util.find_spec(name) if name not in sys.modules else getattr(sys.modules[name], "__spec__", None)
+        for location in (getattr(spec, "submodule_search_locations", None) or []) if spec else []:
+            paths.append(location)
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(variable):
+            paths.append(os.environ[variable])
+    # /opt holds toolchains on many machines (the compiler Triton builds its launcher with).
+    paths += ["/usr/local/cuda", "/usr/local/nvidia", "/opt"]
+    return tuple(_existing(paths))
+
+
+def device_files() -> list[str]:
+    """Device files a sandboxed process may open for writing (CUDA's included)."""
+    found = list(DEVICE_FILES)
+    try:
+        found += [str(p) for p in Path("/dev").iterdir() if p.name.startswith("nvidia")]
+        caps = Path("/dev/nvidia-caps")
+        if caps.is_dir():
+            found += [str(p) for p in caps.iterdir()]
+    except OSError:
+        pass
+    return _existing(found)

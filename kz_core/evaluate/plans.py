@@ -1,0 +1,432 @@
+"""Plans: validating them (they come from an untrusted process) and replaying them.
+
+A plan (``kz_core/evaluate/recording.py`` makes them in the candidate's process) lists
+the aten operations and kernel launches of one forward call, with references to the
+tensors each reads and writes. :func:`validate_plan` checks one field by field before
+anything else looks at it; :class:`Replay` runs it in the trusted executor, on inputs the
+candidate never saw, and says what really happened:
+
+- which torch operations computed (anything but allocation, views and copies);
+- how many kernels of the candidate's backend were launched;
+- whether each output's bytes come from those kernels: every storage carries a flag,
+  *kernel-derived*, set when a kernel of the candidate received it (inputs excepted: the
+  executor checks that they are not modified), carried by torch's copies and views from
+  what they read, and cleared when a torch operation overwrites it with what is not.
+
+This module decides nothing about verdicts; it measures, and the parent judges.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kz_core.evaluate.recording import PLAN_VERSION
+
+#: Limits on a plan from the candidate's process.
+MAX_STEPS = 20_000
+MAX_DEPTH = 12
+MAX_ITEMS = 4096
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_DTYPES = frozenset(
+    "float64 float32 float16 bfloat16 complex64 complex128 int64 int32 int16 int8 uint8 uint16 uint32 uint64 bool "
+    "float8_e4m3fn float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz".split()
+)
+_LAYOUTS = frozenset({"strided"})
+_FORMATS = frozenset({"contiguous_format", "preserve_format", "channels_last", "channels_last_3d"})
+
+
+class PlanError(ValueError):
+    """A plan that is malformed (the message says where)."""
+
+
+def _check_value(value: Any, where: str, depth: int = 0) -> None:
+    """A plan value: numbers, strings, lists and the tagged forms ``recording.encode`` makes."""
+    if depth > MAX_DEPTH:
+        raise PlanError(f"{where}: nested too deeply")
+    if value is None or isinstance(value, (bool, int, str)):
+        if isinstance(value, str) and len(value) > 4096:
+            raise PlanError(f"{where}: string too long")
+        return
+    if isinstance(value, float):
+        return
+    if isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise PlanError(f"{where}: list too long")
+        for index, item in enumerate(value):
+            _check_value(item, f"{where}[{index}]", depth + 1)
+        return
+    if not isinstance(value, dict) or len(value) != 1:
+        raise PlanError(f"{where}: unexpected value of type {type(value).__name__}")
+    (tag, content), = value.items()
+    if tag == "t":
+        _check_ref(content, where)
+    elif tag == "tuple":
+        _check_value(content if isinstance(content, list) else None, where, depth + 1)
+        if not isinstance(content, list):
+            raise PlanError(f"{where}: a tuple must hold a list")
+    elif tag == "dict":
+        if not isinstance(content, dict) or len(content) > MAX_ITEMS or not all(isinstance(k, str) and _NAME.match(k) for k in content):
+            raise PlanError(f"{where}: malformed keyword dict")
+        for key, item in content.items():
+            _check_value(item, f"{where}.{key}", depth + 1)
+    elif tag == "py":
+        if content is not None and not isinstance(content, (bool, int, float)):
+            raise PlanError(f"{where}: malformed number")
+    elif tag == "dtype" and content in _DTYPES:
+        pass
+    elif tag == "device" and isinstance(content, str) and re.match(r"^(cpu|cuda(:\d{1,2})?|meta)$", content):
+        pass
+    elif tag == "layout" and content in _LAYOUTS:
+        pass
+    elif tag == "memory_format" and content in _FORMATS:
+        pass
+    elif tag == "tl_dtype" and isinstance(content, str) and _NAME.match(content):
+        pass
+    else:
+        raise PlanError(f"{where}: unknown or malformed tag {tag!r}")
+
+
+def _check_ref(ref: Any, where: str) -> None:
+    if not (isinstance(ref, list) and len(ref) == 2 and ref[0] in ("in", "const", "val") and type(ref[1]) is int and 0 <= ref[1] < 10**7):
+        raise PlanError(f"{where}: malformed tensor reference {ref!r}")
+
+
+def validate_plan(plan: Any, backend: str, constants: int) -> dict[str, Any]:
+    """``plan`` checked field by field; raises :class:`PlanError` on anything malformed.
+
+    :param backend: the candidate's backend (its kernel steps must name it).
+    :param constants: how many constant tensors came with the plan.
+    """
+    if not isinstance(plan, dict) or plan.get("version") != PLAN_VERSION:
+        raise PlanError("not a plan of this kz version")
+    if set(plan) != {"version", "inputs", "steps", "outputs", "constants"}:
+        raise PlanError(f"unexpected fields {sorted(set(plan) ^ {'version', 'inputs', 'steps', 'outputs', 'constants'})}")
+    if plan["constants"] != constants:
+        raise PlanError(f"the plan names {plan['constants']} constants, {constants} came with it")
+    inputs, steps = plan["inputs"], plan["steps"]
+    if not isinstance(inputs, list) or len(inputs) > MAX_ITEMS or not isinstance(steps, list):
+        raise PlanError("malformed inputs or steps")
+    if len(steps) > MAX_STEPS:
+        raise PlanError(f"{len(steps)} steps: more than {MAX_STEPS}")
+    for index, spec in enumerate(inputs):
+        if not isinstance(spec, dict) or spec.get("kind") not in ("tensor", "value"):
+            raise PlanError(f"input {index}: malformed")
+        if spec["kind"] == "value":
+            _check_value(spec.get("value"), f"input {index}")
+    values = 0
+
+    def check_refs(value: Any) -> None:
+        if isinstance(value, dict):
+            for tag, content in value.items():
+                if tag == "t":
+                    kind, number = content
+                    limit = {"in": len(inputs), "const": constants, "val": values}[kind]
+                    if number >= limit:
+                        raise PlanError(f"step {index}: reference {content} does not exist yet")
+                elif isinstance(content, (list, dict)):
+                    check_refs(content)
+        elif isinstance(value, list):
+            for item in value:
+                check_refs(item)
+
+    def count_outputs(value: Any) -> None:
+        nonlocal values
+        if isinstance(value, dict) and "t" in value:
+            if value["t"] != ["val", values]:
+                raise PlanError(f"step {index}: outputs must be numbered in order")
+            values += 1
+        elif isinstance(value, dict) and "tuple" in value:
+            for item in value["tuple"]:
+                count_outputs(item)
+
+    for index, step in enumerate(steps):
+        if not isinstance(step, dict):
+            raise PlanError(f"step {index}: malformed")
+        kind = step.get("kind")
+        if kind == "op":
+            if set(step) != {"kind", "op", "args", "kwargs", "out"}:
+                raise PlanError(f"step {index}: unexpected fields")
+            op = step["op"]
+            if not (isinstance(op, list) and len(op) == 3 and op[0] == "aten" and all(isinstance(p, str) and _NAME.match(p) for p in op[1:])):
+                raise PlanError(f"step {index}: malformed operator {op!r}")
+            _check_value(step["args"], f"step {index} arguments")
+            if not isinstance(step["args"], list):
+                raise PlanError(f"step {index}: arguments must be a list")
+            if not isinstance(step["kwargs"], dict) or not all(isinstance(k, str) and _NAME.match(k) for k in step["kwargs"]):
+                raise PlanError(f"step {index}: malformed keyword arguments")
+            for key, item in step["kwargs"].items():
+                _check_value(item, f"step {index} argument {key}")
+            check_refs(step["args"])
+            check_refs(step["kwargs"])
+            _check_value(step["out"], f"step {index} outputs")
+            count_outputs(step["out"])
+        elif kind == "kernel":
+            if set(step) != {"kind", "backend", "kernel", "grid", "args", "options"}:
+                raise PlanError(f"step {index}: unexpected fields")
+            if step["backend"] != backend:
+                raise PlanError(f"step {index}: a kernel of backend {step['backend']!r} in a {backend!r} candidate")
+            grid = step["grid"]
+            if not (isinstance(grid, list) and 1 <= len(grid) <= 3 and all(type(g) is int and 0 <= g < 2**31 for g in grid)):
+                raise PlanError(f"step {index}: malformed grid {grid!r}")
+            if not isinstance(step["kernel"], dict):
+                raise PlanError(f"step {index}: malformed kernel")
+            for key, item in step["kernel"].items():
+                if not (isinstance(key, str) and _NAME.match(key) and (isinstance(item, (str, int, bool)) or item is None)):
+                    raise PlanError(f"step {index}: malformed kernel field {key!r}")
+            if not isinstance(step["args"], list) or not isinstance(step["options"], dict):
+                raise PlanError(f"step {index}: malformed arguments")
+            _check_value(step["args"], f"step {index} arguments")
+            for key, item in step["options"].items():
+                if not (isinstance(key, str) and _NAME.match(key)):
+                    raise PlanError(f"step {index}: malformed option {key!r}")
+                _check_value(item, f"step {index} option {key}")
+            check_refs(step["args"])
+            check_refs(step["options"])
+        else:
+            raise PlanError(f"step {index}: unknown kind {kind!r}")
+    _check_value(plan["outputs"], "outputs")
+    index = len(steps)
+    check_refs(plan["outputs"])
+    return plan
+
+
+# -- replay (in the trusted executor) ----------------------------------------------------
+
+#: aten ops that move, view or allocate memory without computing.
+from kz_core.evaluate.execution import NON_COMPUTE_OPS  # noqa: E402
+
+#: Ops that overwrite their first argument entirely when it covers its storage.
+_OVERWRITING = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_"})
+
+
+def resolve_operator(op: Sequence[str]) -> Any:
+    """The aten operator overload a plan step names."""
+    import torch
+
+    namespace, name, overload = op
+    if namespace != "aten":
+        raise PlanError(f"operator namespace {namespace!r} is not replayable")
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        raise PlanError(f"torch has no operator aten::{name}")
+    overload_fn = getattr(packet, overload or "default", None)
+    if overload_fn is None:
+        raise PlanError(f"torch has no overload aten::{name}.{overload}")
+    return overload_fn
+
+
+def operator_label(op: Sequence[str]) -> str:
+    return f"aten::{op[1]}"
+
+
+class Replay:
+    """Replays plans on a device with the candidate's kernels (trusted side).
+
+    :param launch: ``launch(step, args, options)`` launches one kernel step with its
+        arguments resolved (the backend's ``backend_kernels`` object).
+    """
+
+    def __init__(self, plan: dict[str, Any], constants: list[Any], launch: Callable[[dict[str, Any], list[Any], dict[str, Any]], None], device: str):
+        import torch
+
+        self.plan = plan
+        self.launch = launch
+        self.device = device
+        self.constants = [c.to(device) if isinstance(c, torch.Tensor) else c for c in constants]
+        self.operators = [resolve_operator(step["op"]) if step["kind"] == "op" else None for step in plan["steps"]]
+        self.launches = sum(1 for step in plan["steps"] if step["kind"] == "kernel")
+        self.compute_ops = list(dict.fromkeys(operator_label(s["op"]) for s in plan["steps"] if s["kind"] == "op" and operator_label(s["op"]) not in NON_COMPUTE_OPS))
+
+    def _decode(self, value: Any, env: dict[str, list[Any]]) -> Any:
+        import torch
+
+        if isinstance(value, list):
+            return [self._decode(v, env) for v in value]
+        if not isinstance(value, dict):
+            return value
+        (tag, content), = value.items()
+        if tag == "t":
+            kind, number = content
+            return env[kind][number]
+        if tag == "tuple":
+            return tuple(self._decode(v, env) for v in content)
+        if tag == "dict":
+            return {k: self._decode(v, env) for k, v in content.items()}
+        if tag == "py":
+            return content
+        if tag == "dtype":
+            return getattr(torch, content)
+        if tag == "device":
+            return torch.device(self.device if content.startswith("cuda") else content)
+        if tag == "layout":
+            return getattr(torch, content)
+        if tag == "memory_format":
+            return getattr(torch, content)
+        if tag == "tl_dtype":
+            import triton.language as tl
+
+            dtype = getattr(tl, content, None)
+            if not isinstance(dtype, tl.dtype):
+                raise PlanError(f"unknown Triton dtype {content!r}")
+            return dtype
+        raise PlanError(f"unknown tag {tag!r}")
+
+    @staticmethod
+    def _bind(pattern: Any, value: Any, env: dict[str, list[Any]]) -> None:
+        if isinstance(pattern, dict) and "t" in pattern:
+            env["val"].append(value)
+        elif isinstance(pattern, dict) and "tuple" in pattern:
+            values = list(value) if isinstance(value, (tuple, list)) else []
+            if len(values) != len(pattern["tuple"]):
+                raise PlanError("an operator returned another number of values than when it was recorded")
+            for item, got in zip(pattern["tuple"], values):
+                Replay._bind(item, got, env)
+
+    def __call__(self, *inputs: Any, provenance: dict[str, Any] | None = None) -> Any:
+        """Run the plan on ``inputs``; returns what the forward returned.
+
+        :param provenance: when given, filled with ``kernel_derived``: one bool per output
+            leaf (its bytes come from the candidate's kernels) and ``writers``: for each
+            output leaf, the last operation that wrote its storage.
+        """
+        import torch
+
+        env: dict[str, list[Any]] = {"in": list(inputs), "const": self.constants, "val": []}
+        track = provenance is not None
+        derived: dict[int, bool] = {}
+        writer: dict[int, str] = {}
+        input_storages = {_storage_id(x) for x in inputs if isinstance(x, torch.Tensor)}
+
+        def tensors(value: Any) -> list[torch.Tensor]:
+            if isinstance(value, torch.Tensor):
+                return [value]
+            if isinstance(value, (list, tuple)):
+                return [t for item in value for t in tensors(item)]
+            if isinstance(value, dict):
+                return [t for item in value.values() for t in tensors(item)]
+            return []
+
+        for step, operator in zip(self.plan["steps"], self.operators):
+            args = self._decode(step["args"], env)
+            if step["kind"] == "kernel":
+                options = {k: self._decode(v, env) for k, v in step["options"].items()}
+                self.launch(step, args, options)
+                if track:
+                    for tensor in tensors(args):
+                        key = _storage_id(tensor)
+                        if key not in input_storages:
+                            derived[key] = True
+                            writer[key] = f"kernel {step['kernel'].get('name', '')}"
+                continue
+            kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
+            output = operator(*args, **kwargs)
+            self._bind(step["out"], output, env)
+            if track:
+                read = tensors(args) + tensors(kwargs)
+                written = _written(operator, args, kwargs, output)
+                for tensor, overwrite in written:
+                    key = _storage_id(tensor)
+                    sources = [t for t in read if _storage_id(t) != key] if overwrite else read
+                    derived[key] = any(derived.get(_storage_id(t), False) for t in sources) or (not overwrite and derived.get(key, False))
+                    writer[key] = operator_label(step["op"])
+        result = self._decode(self.plan["outputs"], env)
+        if track:
+            leaves = tensors(result)
+            provenance["kernel_derived"] = [derived.get(_storage_id(t), False) for t in leaves]
+            provenance["writers"] = [writer.get(_storage_id(t), "nothing (an input or a constant)") for t in leaves]
+        return result
+
+
+def _storage_id(tensor: Any) -> int:
+    try:
+        return tensor.untyped_storage().data_ptr() or id(tensor)
+    except (RuntimeError, NotImplementedError):
+        return id(tensor)
+
+
+def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any) -> list[tuple[Any, bool]]:
+    """The tensors an operator wrote, each with whether it overwrote its whole storage."""
+    import torch
+
+    written: list[tuple[Any, bool]] = []
+    schema = operator._schema
+    is_view = any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+    for index, argument in enumerate(schema.arguments):
+        value = args[index] if index < len(args) else kwargs.get(argument.name)
+        if argument.alias_info is not None and argument.alias_info.is_write and isinstance(value, torch.Tensor):
+            whole = value.is_contiguous() and value.numel() * value.element_size() == value.untyped_storage().nbytes()
+            written.append((value, whole and schema.name.split("::")[1] in _OVERWRITING))
+    if not is_view and not written:
+        outputs = output if isinstance(output, (tuple, list)) else [output]
+        written += [(t, True) for t in outputs if isinstance(t, torch.Tensor)]
+    return written
+
+
+def _shape_of(value: Any) -> Any:
+    """A plan value without the numbering of constants (they may be recorded anew)."""
+    if isinstance(value, list):
+        return [_shape_of(v) for v in value]
+    if isinstance(value, dict):
+        if "t" in value and isinstance(value["t"], list) and value["t"][:1] == ["const"]:
+            return {"t": "const"}
+        return {k: _shape_of(v) for k, v in value.items()}
+    return value
+
+
+def _step_summary(step: Any) -> str:
+    if not isinstance(step, dict):
+        return "?"
+    if step.get("kind") == "kernel":
+        return f"launched {step.get('kernel', {}).get('name', '?') if isinstance(step.get('kernel'), dict) else '?'}{step.get('grid')}"
+    op = step.get("op")
+    return f"called aten::{op[1]}" if isinstance(op, list) and len(op) == 3 else "called an operator"
+
+
+def plan_drift(first: Any, second: Any) -> str:
+    """How two recordings of the same call differ ("" when they do the same work: the
+    same operations and launches on the same arguments; constants may differ)."""
+    if not isinstance(first, dict) or not isinstance(second, dict):
+        return "a recording is malformed"
+    a, b = first.get("steps"), second.get("steps")
+    if not isinstance(a, list) or not isinstance(b, list):
+        return "a recording is malformed"
+    for index, (x, y) in enumerate(zip(a, b)):
+        if _shape_of(x) != _shape_of(y):
+            return f"step {index + 1} {_step_summary(x)} in one call and {_step_summary(y)} in a later one"
+    if len(a) != len(b):
+        longer, which = (a, "an earlier") if len(a) > len(b) else (b, "a later")
+        return f"{which} call also {_step_summary(longer[min(len(a), len(b))])} ({len(a)} steps, then {len(b)})"
+    if _shape_of(first.get("outputs")) != _shape_of(second.get("outputs")):
+        return "it returned other values"
+    return ""
+
+
+def plan_compute_ops(plan: Any) -> set[str]:
+    """The computing aten operators a plan calls (for comparing recordings)."""
+    steps = plan.get("steps") if isinstance(plan, dict) else None
+    found = set()
+    for step in steps if isinstance(steps, list) else []:
+        op = step.get("op") if isinstance(step, dict) else None
+        if isinstance(op, list) and len(op) == 3 and isinstance(op[1], str):
+            label = f"aten::{op[1]}"
+            if label not in NON_COMPUTE_OPS:
+                found.add(label)
+    return found
+
+
+def plan_signature(inputs: Sequence[Any]) -> str:
+    """A key for the inputs a plan was recorded for: shapes, strides, dtypes and values."""
+    import torch
+
+    parts = []
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            parts.append(f"T{str(value.dtype).removeprefix('torch.')}{tuple(value.shape)}{tuple(value.stride())}")
+        elif isinstance(value, float) and math.isnan(value):
+            parts.append("nan")
+        else:
+            parts.append(repr(value))
+    return "|".join(parts)

@@ -1,0 +1,267 @@
+"""Recording a candidate's forward call as a *plan*, inside the candidate's own process.
+
+A plan is plain data: the torch operations the forward called (at the aten level, seen
+through a ``TorchDispatchMode``), the kernel launches of its backend (reported by the
+backend's launch path through :func:`record_kernel`), which tensors each one read and
+wrote (by reference: an input, a constant the module holds, or a value an earlier step
+produced), and which values the forward returned. Constants (parameters, buffers, any
+tensor the forward used that it did not make) travel with the plan as data.
+
+The plan is replayed by a trusted *executor* (``kz_core/evaluate/executor_ops.py``) on
+the secret inputs: the executor decides what ran, checks it and times it. Nothing a
+candidate does to this module changes its verdict: a plan that does not describe the
+work gives wrong outputs when replayed, and the candidate's process never sees the
+inputs it is judged on. This module runs inside the candidate's sandboxed process only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+#: The plan format's version (the executor refuses others).
+PLAN_VERSION = 1
+#: The recorder of the forward call being recorded in this process, if any.
+_active: list[Recorder] = []
+
+
+class NotReplayable(Exception):
+    """The forward did something a plan cannot describe (the message says what).
+
+    :ivar check: the finding the parent reports it under.
+    """
+
+    def __init__(self, message: str, check: str = "not_replayable"):
+        super().__init__(message)
+        self.check = check
+
+
+def active() -> Recorder | None:
+    """The recorder of the call being recorded now (backends' launch paths ask)."""
+    return _active[-1] if _active else None
+
+
+def record_kernel(backend: str, kernel: dict[str, Any], grid: Any, args: Sequence[Any], options: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
+    """Record one kernel launch of ``backend`` (a backend's launch path calls this just
+    before it launches); use the returned context manager around the launch itself, so
+    that what the launcher does with torch is not recorded as the forward's work.
+
+    :param kernel: what identifies the kernel to the backend's ``backend_kernels`` in
+        the executor (JSON-able: a name, a source and its options).
+    :param grid: the launch grid, resolved to integers.
+    :param args: the launch arguments (tensors, numbers, dtypes ...).
+    :param options: keyword arguments of the launch (constexprs, ``num_warps`` ...).
+    """
+    recorder = active()
+    if recorder is None or recorder.suspended:
+        return contextlib.nullcontext()
+    recorder.add_kernel(backend, kernel, grid, args, options)
+    return recorder.suspend()
+
+
+def _current_stream() -> int | None:
+    """The raw handle of the current CUDA stream (None without CUDA)."""
+    # is_initialized first: is_available() would start CUDA's driver in a process (the
+    # zygote) that must never touch CUDA before it forks.
+    if not torch.cuda.is_initialized():
+        return None
+    return int(torch.cuda.current_stream().cuda_stream)
+
+
+def _storage_key(tensor: torch.Tensor) -> tuple[str, int]:
+    try:
+        return (str(tensor.device), tensor.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return (str(tensor.device), -id(tensor))
+
+
+class Recorder(TorchDispatchMode):
+    """Records one forward call (use :meth:`call`)."""
+
+    def __init__(self, inputs: Sequence[Any], max_constant_bytes: int):
+        super().__init__()
+        self.steps: list[dict[str, Any]] = []
+        self.constants: list[torch.Tensor] = []
+        self.max_constant_bytes = max_constant_bytes
+        self.constant_bytes = 0
+        self.suspended = 0
+        self._refs: dict[int, tuple[str, int]] = {}
+        self._keep: list[Any] = []
+        self._storages: dict[tuple[str, int], tuple[tuple[str, int], torch.Tensor]] = {}
+        self._values = 0
+        self.inputs = [self._describe_input(index, value) for index, value in enumerate(inputs)]
+        #: Kernel launches from another thread or on another stream than the call's.
+        self.elsewhere: list[str] = []
+        self._thread = 0
+        self._stream: int | None = None
+
+    # -- references --------------------------------------------------------------------
+
+    def _bind(self, tensor: torch.Tensor, ref: tuple[str, int]) -> None:
+        self._refs[id(tensor)] = ref
+        self._keep.append(tensor)
+        self._storages.setdefault(_storage_key(tensor), (ref, tensor))
+
+    def _describe_input(self, index: int, value: Any) -> dict[str, Any]:
+        if isinstance(value, torch.Tensor):
+            self._bind(value, ("in", index))
+            return {"kind": "tensor", "dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape), "stride": list(value.stride())}
+        return {"kind": "value", "value": self.encode(value)}
+
+    def _new_value(self, tensor: torch.Tensor) -> tuple[str, int]:
+        ref = ("val", self._values)
+        self._values += 1
+        self._refs[id(tensor)] = ref
+        self._keep.append(tensor)
+        self._storages.setdefault(_storage_key(tensor), (ref, tensor))
+        return ref
+
+    def ref(self, tensor: torch.Tensor) -> dict[str, Any]:
+        """The reference of a tensor the forward uses: known, an alias of a known
+        tensor's memory made outside torch's dispatcher, or a new constant."""
+        if type(tensor) is not torch.Tensor and not isinstance(tensor, torch.nn.Parameter):
+            raise NotReplayable(f"the forward used a tensor of type {type(tensor).__name__}; only plain torch.Tensor values can be replayed", "output_type")
+        known = self._refs.get(id(tensor))
+        if known is not None:
+            return {"t": list(known)}
+        base = self._storages.get(_storage_key(tensor))
+        if base is not None:
+            base_ref, _ = base
+            with self.suspend():
+                alias = tensor  # re-create the same view of the known tensor's memory
+                step = {
+                    "kind": "op",
+                    "op": ["aten", "as_strided", "default"],
+                    "args": [{"t": list(base_ref)}, list(tensor.shape), list(tensor.stride()), tensor.storage_offset()],
+                    "kwargs": {},
+                }
+            ref = self._new_value(alias)
+            step["out"] = {"t": list(ref)}
+            self.steps.append(step)
+            return {"t": list(ref)}
+        data = tensor.detach()
+        size = data.untyped_storage().nbytes() if data.numel() else 0
+        self.constant_bytes += size
+        if self.constant_bytes > self.max_constant_bytes:
+            raise NotReplayable(f"the module holds more than {self.max_constant_bytes >> 20} MiB of tensors (parameters and buffers)")
+        with self.suspend():
+            copy = data.to("cpu", copy=True).contiguous()
+        index = len(self.constants)
+        self.constants.append(copy)
+        self._bind(tensor, ("const", index))
+        return {"t": ["const", index]}
+
+    def encode(self, value: Any) -> Any:
+        """``value`` as plan data: tensors become references, torch's enums their names."""
+        if isinstance(value, torch.Tensor):
+            return self.ref(value)
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return {"py": (int if isinstance(value, torch.SymInt) else float if isinstance(value, torch.SymFloat) else bool)(value)}
+        if isinstance(value, torch.dtype):
+            return {"dtype": str(value).removeprefix("torch.")}
+        if isinstance(value, torch.device):
+            return {"device": str(value)}
+        if isinstance(value, torch.layout):
+            return {"layout": str(value).removeprefix("torch.")}
+        if isinstance(value, torch.memory_format):
+            return {"memory_format": str(value).removeprefix("torch.")}
+        if isinstance(value, torch.Size):
+            return {"tuple": [int(v) for v in value]}
+        if isinstance(value, tuple):
+            return {"tuple": [self.encode(v) for v in value]}
+        if isinstance(value, list):
+            return [self.encode(v) for v in value]
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return {"dict": {k: self.encode(v) for k, v in value.items()}}
+        try:  # a Triton dtype given as a constexpr (tl.float16)
+            import triton.language as tl
+
+            if isinstance(value, tl.dtype):
+                return {"tl_dtype": value.name}
+            if isinstance(value, tl.constexpr):
+                return self.encode(value.value)
+        except ImportError:
+            pass
+        if type(value).__name__ == "complex":
+            raise NotReplayable("the forward passed a complex number")
+        raise NotReplayable(f"the forward passed a value of type {type(value).__module__}.{type(value).__qualname__}, which a plan cannot describe")
+
+    def _bind_outputs(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return {"t": list(self._new_value(value))}
+        if isinstance(value, (tuple, list)):
+            return {"tuple": [self._bind_outputs(v) for v in value]}
+        if value is None or isinstance(value, (bool, int, float)):
+            return {"py": value}
+        return {"py": None}
+
+    # -- recording ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def suspend(self) -> Iterator[None]:
+        """Nothing inside is recorded (a backend's own launch machinery)."""
+        self.suspended += 1
+        try:
+            yield
+        finally:
+            self.suspended -= 1
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if self.suspended:
+            return func(*args, **kwargs)
+        namespace = getattr(func, "namespace", "")
+        if namespace != "aten":
+            raise NotReplayable(f"the forward called the operator {func} (only torch's aten operators can be replayed)")
+        encoded_args = self.encode(list(args))
+        encoded_kwargs = {key: self.encode(value) for key, value in kwargs.items()}
+        output = func(*args, **kwargs)
+        name = func._schema.name.split("::", 1)[1]
+        self.steps.append(
+            {"kind": "op", "op": ["aten", name, func._overloadname], "args": encoded_args, "kwargs": encoded_kwargs, "out": self._bind_outputs(output)}
+        )
+        return output
+
+    def add_kernel(self, backend: str, kernel: dict[str, Any], grid: Any, args: Sequence[Any], options: dict[str, Any]) -> None:
+        import threading
+
+        if threading.get_ident() != self._thread:
+            self.elsewhere.append(f"{kernel.get('name', 'a kernel')} was launched from another thread")
+        elif self._stream is not None and _current_stream() != self._stream:
+            self.elsewhere.append(f"{kernel.get('name', 'a kernel')} was launched on another CUDA stream than the caller's")
+        grid_values = [int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,))]
+        self.steps.append(
+            {
+                "kind": "kernel",
+                "backend": backend,
+                "kernel": kernel,
+                "grid": grid_values,
+                "args": [self.encode(a) for a in args],
+                "options": {key: self.encode(value) for key, value in options.items()},
+            }
+        )
+
+    def call(self, forward: Any, inputs: Sequence[Any]) -> Any:
+        """``forward(*inputs)`` with every torch operation and kernel launch recorded."""
+        import threading
+
+        self._thread = threading.get_ident()
+        self._stream = _current_stream()
+        _active.append(self)
+        try:
+            with self:
+                return forward(*inputs)
+        finally:
+            _active.remove(self)
+
+    def plan(self, output: Any) -> dict[str, Any]:
+        """The plan of the recorded call that returned ``output``."""
+        with self.suspend():
+            outputs = self.encode(output)
+        return {"version": PLAN_VERSION, "inputs": self.inputs, "steps": self.steps, "outputs": outputs, "constants": len(self.constants)}

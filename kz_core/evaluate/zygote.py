@@ -1,0 +1,310 @@
+"""The zygote: a trusted process that imported torch, Triton and the kz plugins once, and
+forks a fresh worker for every request, so that nothing of one candidate survives into
+another and a new worker starts in milliseconds instead of seconds.
+
+Started by ``kz_core/evaluate/sandbox.py`` as ``python -m kz_core.evaluate.zygote FD``.
+It never initialises CUDA (a process that did cannot fork usefully) and never runs
+candidate code. For each ``fork`` request it receives the new worker's socket (passed as
+a file descriptor) and forks a *supervisor*, which:
+
+1. redirects its output to the worker's log file and replaces its environment;
+2. for a sandboxed worker, enters new user, PID, mount, network and IPC namespaces
+   (``isolation.enter_namespaces``) and forks the worker as PID 1 of the new PID
+   namespace; otherwise forks the worker and stays its subreaper, so that orphans come
+   back to it and die with it;
+3. reports the worker's pid to the zygote and waits for it.
+
+The worker applies resource limits, Landlock and seccomp to itself, then serves requests
+(``kz_core/evaluate/worker.py``). Killing the worker kills its namespace; a supervisor
+that receives SIGTERM kills every process below it first. The zygote reaps supervisors
+and remembers how they ended; when its parent goes away it kills them all and exits.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+_LENGTH = struct.Struct(">Q")
+
+
+def _preload(device: str) -> None:
+    """Import what every worker needs, before any fork (nothing here touches CUDA)."""
+    import numpy  # noqa: F401
+    import torch
+    import torch.utils._python_dispatch  # noqa: F401
+
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+
+        if device == "cpu":
+            import triton.runtime.interpreter  # noqa: F401
+    except ImportError:
+        pass
+    import kz_core.evaluate.worker  # noqa: F401
+    from kz_core.evaluate import isolation
+    from kz_core.plugins import get_plugin_manager
+
+    get_plugin_manager()
+    # A recorded call imports a large part of torch (its dispatch-mode machinery) the
+    # first time: once here, on the CPU, instead of in every forked worker.
+    from kz_core.evaluate.recording import Recorder
+
+    sample = torch.ones(4)
+    recorder = Recorder([sample], 1 << 20)
+    recorder.plan(recorder.call(lambda x: torch.empty_like(x).copy_(x), [sample]))
+    isolation.support()  # probes in forked children; cached for every worker
+    if torch.cuda.is_initialized():
+        raise RuntimeError("CUDA was initialised while preloading: workers forked from here could not use it")
+    for name in ("kz_backend_triton.launches", "kz_backend_triton.compile", "kz_backend_triton.trusted", "kz_backend_cuda.api", "cuda.bindings.driver"):
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - an optional plugin or library
+            pass
+
+
+def _send(sock: socket.socket, message: dict[str, Any]) -> None:
+    import json
+
+    payload = json.dumps(message).encode()
+    sock.sendall(_LENGTH.pack(len(payload)) + payload)
+
+
+def _recv(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    import json
+
+    header, fds, _, _ = socket.recv_fds(sock, _LENGTH.size, 4)
+    if len(header) < _LENGTH.size:
+        if not header:
+            raise EOFError
+        header += sock.recv(_LENGTH.size - len(header), socket.MSG_WAITALL)
+    (size,) = _LENGTH.unpack(header)
+    payload = b""
+    while len(payload) < size:
+        chunk = sock.recv(size - len(payload))
+        if not chunk:
+            raise EOFError
+        payload += chunk
+    return json.loads(payload), list(fds)
+
+
+def _kill_descendants(root: int) -> None:
+    """SIGKILL every process below ``root`` (children and their children, found in /proc)."""
+    while True:
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").glob("[0-9]*"):
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+        below, pending = [], list(children.get(root, []))
+        while pending:
+            pid = pending.pop()
+            below.append(pid)
+            pending += children.get(pid, [])
+        if not below:
+            return
+        for pid in below:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in below:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def _run_worker(worker_sock: socket.socket, spec: dict[str, Any]) -> None:
+    """In the worker process: restrict it, then serve requests. Never returns."""
+    from kz_core.evaluate import isolation, worker
+
+    code = 0
+    try:
+        limits = spec.get("limits", {})
+        isolation.apply_limits(
+            address_space_bytes=limits.get("address_space_bytes", 0),
+            file_size_bytes=limits.get("file_size_bytes", 0),
+            open_files=limits.get("open_files", 0),
+            processes=limits.get("processes", 0) if spec.get("namespaces") and spec.get("isolate_uid") is not None else 0,
+        )
+        os.chdir(spec["scratch"])
+        if spec.get("landlock"):
+            # CUDA names its threads (/proc/self/task/N/comm) and fails to start without it.
+            own_tasks = f"/proc/{os.getpid()}/task"
+            isolation.apply_landlock(spec["read_paths"], [*spec["write_paths"], own_tasks], spec["device_paths"])
+        if spec.get("seccomp"):
+            isolation.install_seccomp()
+        worker.serve(worker_sock, preapplied_limits=True)
+    except BaseException:  # noqa: BLE001 - the parent reads the log and sees the socket close
+        traceback.print_exc()
+        code = 70
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _supervise(worker_sock: socket.socket, spec: dict[str, Any], report: int) -> None:
+    """In the supervisor: place the worker, report its pid, wait for it. Never returns."""
+    from kz_core.evaluate import isolation
+
+    code = 1
+    try:
+        os.setsid()
+        isolation.set_parent_death_signal()
+        log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.environ.clear()
+        os.environ.update(spec["env"])
+        import tempfile
+
+        tempfile.tempdir = None  # computed again from TMPDIR (the zygote's was cached)
+        if spec.get("namespaces"):
+            worker = isolation.enter_namespaces(spec.get("isolate_uid"), Path(spec["scratch"]))
+        else:
+            isolation.become_subreaper()
+            worker = os.fork()
+            if worker == 0:
+                isolation.set_parent_death_signal()
+        if worker == 0:
+            os.close(report)
+            _run_worker(worker_sock, spec)
+        worker_sock.close()
+        os.write(report, str(worker).encode())
+        os.close(report)
+
+        def stop(signum: int, frame: Any) -> None:
+            _kill_descendants(os.getpid())
+            os._exit(128 + signum)
+
+        signal.signal(signal.SIGTERM, stop)
+        _, status = os.waitpid(worker, 0)
+        code = os.waitstatus_to_exitcode(status)
+        code = 128 - code if code < 0 else code
+        _kill_descendants(os.getpid())  # what the worker left behind (no PID namespace)
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        code = 71
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+class Zygote:
+    """The zygote's state: its supervisors and how the finished ones ended."""
+
+    def __init__(self, control: socket.socket):
+        self.control = control
+        self.live: set[int] = set()
+        self.ended: dict[int, int] = {}
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.live.discard(pid)
+            self.ended[pid] = os.waitstatus_to_exitcode(status)
+            if len(self.ended) > 4096:
+                self.ended.pop(next(iter(self.ended)))
+
+    def fork(self, spec: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            return {"ok": False, "message": "a fork request carries exactly one socket"}
+        worker_sock = socket.socket(fileno=fds[0])
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the supervisor
+            os.close(read)
+            self.control.close()
+            _supervise(worker_sock, spec, write)
+        os.close(write)
+        worker_sock.close()
+        self.live.add(pid)
+        answer = b""
+        while True:
+            chunk = os.read(read, 64)
+            if not chunk:
+                break
+            answer += chunk
+        os.close(read)
+        if not answer:
+            self.reap()
+            return {"ok": False, "pid": pid, "message": f"the worker's supervisor ended before starting it (see {spec['log']})"}
+        return {"ok": True, "pid": pid, "worker_pid": int(answer)}
+
+    def serve(self) -> None:
+        while True:
+            self.reap()
+            try:
+                request, fds = _recv(self.control)
+            except (EOFError, OSError, ValueError):
+                break
+            op = request.get("op")
+            if op == "fork":
+                reply = self.fork(request["spec"], fds)
+            elif op == "status":
+                self.reap()
+                pid = int(request.get("pid", 0))
+                reply = {"ok": True, "running": pid in self.live, "exit": self.ended.get(pid)}
+            elif op == "shutdown":
+                break
+            else:
+                reply = {"ok": False, "message": f"unknown op {op!r}"}
+            try:
+                _send(self.control, reply)
+            except OSError:
+                break
+        for pid in list(self.live):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for pid in list(self.live):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    device = sys.argv[2] if len(sys.argv) > 2 else "cpu"
+    try:
+        _preload(device)
+    except BaseException as exc:  # noqa: BLE001 - say why, the parent reports it
+        _send(control, {"ok": False, "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+        os._exit(1)
+    from kz_core.evaluate import isolation
+
+    _send(control, {"ok": True, "pid": os.getpid(), "isolation": __import__("attrs").asdict(isolation.support())})
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    Zygote(control).serve()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,513 @@
+"""A candidate's Triton kernels, built for a trusted process without running the candidate.
+
+A Triton candidate is the source of a Python module written by a language model: ``@triton.jit``
+kernels and a ``ModelNew`` whose forward launches them. A trusted process (one that holds the
+references and judges outputs) may launch those kernels itself, with arguments it controls.
+:func:`extract_kernels` gives it runnable ``JITFunction``s (``InterpretedFunction``s under
+``TRITON_INTERPRET=1``) and runs nothing that the candidate wrote outside them:
+
+* the source is only parsed: module-level code, class bodies, ``forward``, plain functions and
+  decorator arguments never run (``autotune`` and ``heuristics`` are dropped, ``jit``'s keyword
+  arguments are read as literals); module constants are computed by the small evaluator of
+  literal arithmetic here, never by ``eval``;
+* each kernel's body, signature and decorators must pass an allow-list (:class:`_KernelChecker`),
+  because under the interpreter the body runs as ordinary Python: it may reach Triton's language,
+  ``math``, a few builtins, its sibling kernels and literal constants, and nothing else;
+* each kernel is compiled alone from its own ``FunctionDef`` (original line numbers, so that
+  Triton's errors point at the candidate's lines) and executed in one restricted globals dict
+  shared by the candidate's kernels; ``fn.__globals__`` is that dict, ``triton.jit`` wraps it.
+
+What it must not do: execute any other part of the source, import anything outside ``triton``,
+``triton.language`` and ``math``, or let Triton compile a text other than the checked one (Triton
+re-reads kernels' text through :mod:`linecache`; that text is compared with the checked tree).
+It does not bound a kernel's running time or memory: launch under a timeout.
+"""
+
+from __future__ import annotations
+
+import __future__
+import ast
+import builtins
+import copy
+import importlib
+import inspect
+import io
+import linecache
+import math
+import operator
+import textwrap
+import types
+from typing import Any, NoReturn
+
+NAMESPACE_NAME = "kz_trusted_kernels"
+
+#: The only builtins a kernel can name (``True``, ``False``, ``None`` are literals).
+SAFE_BUILTINS: dict[str, Any] = {name: getattr(builtins, name) for name in (
+    "range", "min", "max", "abs", "len", "int", "float", "bool", "print", "isinstance", "tuple", "list",
+    "enumerate", "zip", "round", "divmod", "pow", "sum", "any", "all", "slice", "ValueError", "AssertionError")}
+
+#: Attributes a kernel may never read: ways from a tensor or function into raw memory, code,
+#: frames or modules, and the internals of Triton's launchers (JITFunction, InterpretedFunction).
+DENIED_ATTRS = frozenset({
+    "handle", "data", "ctypes", "tofile", "dump", "dumps", "mro", "base", "format", "format_map", "fn",
+    "cache", "kernel", "src", "globals", "code", "fget", "fset", "im_func", "func", "func_globals",
+    "gi_frame", "gi_code", "cr_frame", "cr_code", "f_back", "f_globals", "f_locals", "f_code", "tb_frame",
+    "tb_next", "module", "builtins", "reload", "loader", "spec", "system", "popen", "modules",
+    "import_module", "os", "sys", "inspect", "knobs", "driver", "run", "warmup", "rewrite", "rewriter",
+    "rewritten_fn", "used_global_vals", "get_capture_scope", "device_caches", "create_binder", "preload",
+    "pre_run_hooks", "add_pre_run_hook", "params", "signature", "raw_src", "parse", "launch_metadata",
+    "kwargs"})
+
+#: What kernels may take from the ``triton`` package itself (the language lives below it).
+TRITON_ROOT_ATTRS = frozenset({"language", "cdiv", "next_power_of_2"})
+#: ``triton.jit`` keyword arguments accepted, as literals (the others take callables).
+JIT_KWARGS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"})
+
+_ALLOWED = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.While, ast.If, ast.Break, ast.Continue,
+            ast.Pass, ast.Return, ast.Expr, ast.Assert, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp,
+            ast.Compare, ast.Call, ast.Constant, ast.Attribute, ast.Subscript, ast.Slice, ast.Name, ast.List,
+            ast.Tuple, ast.keyword, ast.operator, ast.boolop, ast.unaryop, ast.cmpop, ast.Load, ast.Store)
+_REFUSED = {"Import": "an import", "ImportFrom": "an import", "Global": "a global statement",
+            "Nonlocal": "a nonlocal statement", "ClassDef": "a class definition", "Lambda": "a lambda",
+            "FunctionDef": "a nested function", "AsyncFunctionDef": "a nested function",
+            "Delete": "a del statement", "With": "a with statement", "AsyncWith": "a with statement",
+            "Try": "a try statement", "TryStar": "a try statement", "Raise": "a raise statement",
+            "ListComp": "a comprehension", "SetComp": "a comprehension", "DictComp": "a comprehension",
+            "GeneratorExp": "a generator expression", "Starred": "star unpacking", "Dict": "a dict display",
+            "NamedExpr": "an assignment expression (:=)", "Set": "a set display", "JoinedStr": "an f-string",
+            "FormattedValue": "an f-string", "Match": "a match statement"}
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_LITERAL_TYPES = (int, float, str, bool, type(None))
+_CONST_BUILTINS = {"float": float, "int": int, "abs": abs, "min": min, "max": max, "round": round}
+#: ``math`` functions a module constant may call (cheap ones: no factorial, no comb).
+_MATH = frozenset({"sqrt", "log", "log2", "log10", "log1p", "exp", "expm1", "pow", "sin", "cos", "tan", "asin",
+                   "acos", "atan", "atan2", "sinh", "cosh", "tanh", "erf", "erfc", "floor", "ceil", "fabs",
+                   "trunc", "copysign", "hypot", "radians", "degrees"})
+_MAX_WEIGHT = 1024  # the largest module constant, in _weight units (8 KiB)
+
+
+class KernelExtractionError(Exception):
+    """The source was refused; the message says what and where (``line N: ...``)."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(f"line {line}: {message}" if line else message)
+        self.line = line
+
+
+def _fail(node: ast.AST | None, message: str) -> NoReturn:
+    raise KernelExtractionError(message, getattr(node, "lineno", None))
+
+
+def _module_allowed(name: str) -> bool:
+    return name in ("triton", "math", "triton.language") or name.startswith("triton.language.")
+
+
+def _member(owner: types.ModuleType, attr: str) -> Any:
+    """``owner.attr`` where a kernel may use it, else ``ValueError`` saying why. Modules reached
+    are Triton's language and ``math``; other values must come from ``triton.language``."""
+    import triton
+    import triton.language as tl
+
+    if attr.startswith("_") or attr in DENIED_ATTRS:
+        raise ValueError(f"attribute {attr!r} is not allowed")
+    if owner is triton and attr not in TRITON_ROOT_ATTRS:
+        raise ValueError(f"triton.{attr} is not available to kernels")
+    if not hasattr(owner, attr):
+        raise ValueError(f"module {owner.__name__} has no attribute {attr!r}")
+    value = getattr(owner, attr)
+    if isinstance(value, types.ModuleType):
+        ok = _module_allowed(value.__name__) and value is not triton
+    elif owner is math or owner is triton or isinstance(value, _LITERAL_TYPES):
+        ok = True
+    else:  # a kernel (tl.sum) has its function's module; classes and functions their own
+        origin = getattr(getattr(value, "fn", None), "__module__", None) or getattr(value, "__module__", None)
+        origin = origin if isinstance(origin, str) else type(value).__module__
+        nan = getattr(tl, "PropagateNan", None)  # an enum of Triton's C++ extension
+        ok = origin.startswith("triton.language") or (nan is not None and (value is nan or isinstance(value, nan)))
+    if not ok:
+        raise ValueError(f"{owner.__name__}.{attr} is not available to kernels")
+    return value
+
+
+def _weight(value: Any) -> int:
+    """The size of a module constant: 64-bit words of an int, 8 characters of a string."""
+    if isinstance(value, int):
+        return 1 + value.bit_length() // 64
+    if isinstance(value, str):
+        return 1 + len(value) // 8
+    return 1 + sum(map(_weight, value)) if isinstance(value, tuple) else 1
+
+
+def _is_literal(node: ast.expr) -> bool:
+    """A literal (``ast.literal_eval`` reads it without running anything)."""
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+class _Source:
+    """What the module binds, read from its syntax tree: Triton and math imports, jit decorators,
+    literal constants (bound once at the top level) and kernels."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        import triton
+
+        self.decorators = {"jit": triton.jit, "autotune": triton.autotune, "heuristics": triton.heuristics}
+        self.bindings: dict[str, Any] = {}  # name -> Triton or math module, or triton.language value
+        self.aliases: dict[str, Any] = {}  # name -> triton.jit, autotune or heuristics
+        self.counts: dict[str, int] = {}
+        self.constants: dict[str, Any] = {}
+        self.kernels: dict[str, tuple[ast.FunctionDef, dict[str, Any]]] = {}
+        self._imports(tree.body)
+        self._count(tree)
+        for node in ast.walk(tree):  # a function declaring a name global may rebind it
+            for name in node.names if isinstance(node, ast.Global) else ():
+                self.counts[name] = self.counts.get(name, 0) + 2
+        for stmt in tree.body:
+            target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else getattr(stmt, "target", None)
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(target, ast.Name) and stmt.value is not None \
+                    and self.counts.get(target.id) == 1:
+                try:
+                    self.constants[target.id] = self.evaluate(stmt.value)
+                except (ValueError, TypeError, ArithmeticError):
+                    pass  # not a literal constant: not bound, an error only if a kernel names it
+        self._find_kernels(tree, inside_function=False)
+
+    def _imports(self, stmts: list[ast.stmt]) -> bool:
+        """Bind module-level imports of Triton and math; a ``try``'s first handler is read only
+        where its body failed to import. False if an import failed."""
+        ok = True
+        for stmt in stmts:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                try:
+                    self._import(stmt)
+                except Exception:  # noqa: BLE001 - a Triton module this version lacks or cannot load
+                    ok = False
+            elif isinstance(stmt, (ast.Try, ast.TryStar)):
+                if self._imports(stmt.body):
+                    self._imports(stmt.orelse)
+                elif stmt.handlers:
+                    self._imports(stmt.handlers[0].body)
+                self._imports(stmt.finalbody)
+            elif isinstance(stmt, (ast.If, ast.For, ast.While, ast.With)):
+                self._imports(stmt.body + getattr(stmt, "orelse", []))
+        return ok
+
+    def _import(self, stmt: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if _module_allowed(alias.name):
+                    module = importlib.import_module(alias.name)
+                    root = alias.name.split(".")[0]
+                    self.bindings[alias.asname or root] = module if alias.asname else importlib.import_module(root)
+        elif stmt.level == 0 and stmt.module and _module_allowed(stmt.module):
+            module = importlib.import_module(stmt.module)
+            for alias in (a for a in stmt.names if a.name != "*"):
+                if not hasattr(module, alias.name):
+                    importlib.import_module(f"{stmt.module}.{alias.name}")
+                value, name = getattr(module, alias.name), alias.asname or alias.name
+                if any(value is d for d in self.decorators.values()):
+                    self.aliases[name] = value
+                else:
+                    try:
+                        self.bindings[name] = _member(module, alias.name)
+                    except ValueError:
+                        pass  # not bound: an error only if a kernel names it
+
+    def _count(self, node: ast.AST) -> None:
+        """How many times each name is bound at module scope."""
+        for child in ast.iter_child_nodes(node):
+            scope = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            name = (child.name if scope or isinstance(child, ast.ExceptHandler)
+                    else child.id if isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load)
+                    else (child.asname or child.name).split(".")[0] if isinstance(child, ast.alias) else None)
+            if name:
+                self.counts[name] = self.counts.get(name, 0) + 1
+            if not scope and not isinstance(child, ast.Lambda):
+                self._count(child)
+
+    def evaluate(self, node: ast.expr) -> Any:
+        """A literal constant expression, computed here (``ValueError`` if it is not one)."""
+        import triton.language as tl
+
+        if isinstance(node, ast.Constant) and isinstance(node.value, _LITERAL_TYPES):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in self.constants:
+            return self.constants[node.id]
+        if isinstance(node, ast.Tuple):
+            value = tuple(self.evaluate(e) for e in node.elts)
+            if _weight(value) <= _MAX_WEIGHT:
+                return value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            operand = self.evaluate(node.operand)
+            if isinstance(operand, (int, float)):
+                return -operand if isinstance(node.op, ast.USub) else operand
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            left, right = self.evaluate(node.left), self.evaluate(node.right)
+            if isinstance(node.op, ast.Pow) and isinstance(left, int) and isinstance(right, int):
+                size = left.bit_length() * abs(right) // 64
+            elif isinstance(node.op, ast.Mult) and {type(left), type(right)} & {str, tuple}:
+                size = _weight(left) * right if isinstance(right, int) else _weight(right) * left
+            else:
+                size = _weight(left) + _weight(right)
+            # no giant numbers, strings or tuples from a few lines, no %-formatting
+            if size <= _MAX_WEIGHT and not (isinstance(node.op, ast.Mod) and isinstance(left, str)):
+                return _BINOPS[type(node.op)](left, right)
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            value = self.static(node)
+            if not isinstance(value, types.ModuleType):
+                return value
+        if isinstance(node, ast.Call) and all(k.arg for k in node.keywords):
+            args = [self.evaluate(a) for a in node.args]
+            kwargs = {k.arg: self.evaluate(k.value) for k in node.keywords}
+            if isinstance(node.func, ast.Name) and node.func.id in _CONST_BUILTINS and node.func.id not in self.counts:
+                return _CONST_BUILTINS[node.func.id](*args, **kwargs)
+            func = self.static(node.func)
+            if func is tl.constexpr or (func is getattr(math, getattr(func, "__name__", ""), None) and func.__name__ in _MATH):
+                return func(*args, **kwargs)
+        raise ValueError("not a literal constant")
+
+    def static(self, node: ast.expr) -> Any:
+        """A name or attribute chain rooted at a bound Triton or math name, resolved on the real
+        modules through :func:`_member` (``ValueError`` otherwise)."""
+        if isinstance(node, ast.Name) and node.id in self.bindings:
+            return self.bindings[node.id]
+        if isinstance(node, ast.Attribute):
+            owner = self.static(node.value)
+            if isinstance(owner, types.ModuleType):
+                return _member(owner, node.attr)
+        raise ValueError("not a Triton value")
+
+    def _decorator(self, node: ast.expr) -> Any:
+        """What a decorator names (``triton.jit`` in any spelling), or None."""
+        node = node.func if isinstance(node, ast.Call) else node
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id, self.bindings.get(node.id))
+        owner = self._decorator(node.value) if isinstance(node, ast.Attribute) else None
+        return getattr(owner, node.attr, None) if isinstance(owner, types.ModuleType) else None
+
+    def _find_kernels(self, node: ast.AST, inside_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            is_function = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if is_function and any(self._decorator(d) is self.decorators["jit"] for d in child.decorator_list):
+                if inside_function or isinstance(child, ast.AsyncFunctionDef):
+                    _fail(child, f"kernel {child.name!r} must be defined at module or class level, "
+                                 "not inside a function, and not async")
+                self._add_kernel(child)
+            self._find_kernels(child, inside_function or is_function or isinstance(child, ast.Lambda))
+
+    def _add_kernel(self, fdef: ast.FunctionDef) -> None:
+        *outer, jit = fdef.decorator_list
+        if self._decorator(jit) is not self.decorators["jit"]:
+            _fail(jit, f"the jit decorator of kernel {fdef.name!r} must be its innermost (last) one")
+        for node in outer:  # dropped unevaluated: the trusted side chooses configurations itself
+            if not isinstance(node, ast.Call) or not any(
+                    self._decorator(node) is self.decorators[k] for k in ("autotune", "heuristics")):
+                _fail(node, f"decorator of kernel {fdef.name!r} not allowed (only triton.autotune(...) "
+                            "and triton.heuristics(...) above triton.jit)")
+        kwargs: dict[str, Any] = {}
+        for keyword in jit.keywords if isinstance(jit, ast.Call) else ():
+            if keyword.arg not in JIT_KWARGS or not _is_literal(keyword.value):
+                _fail(keyword.value, f"jit argument {keyword.arg or '**'!r} must be one of "
+                                     f"{sorted(JIT_KWARGS)}, with a literal value")
+            kwargs[keyword.arg] = ast.literal_eval(keyword.value)
+        if isinstance(jit, ast.Call) and jit.args:
+            _fail(jit, "triton.jit(...) takes keyword arguments only")
+        if fdef.name.startswith("__") or getattr(fdef, "type_params", None):
+            _fail(fdef, f"kernel name {fdef.name!r} (or its type parameters) not allowed")
+        if fdef.name in self.kernels:
+            _fail(fdef, f"kernel name {fdef.name!r} defined twice (first at line {self.kernels[fdef.name][0].lineno})")
+        self.kernels[fdef.name] = (fdef, kwargs)
+
+
+class _KernelChecker:
+    """The allow-list for one kernel: its signature, then every node of its body.
+
+    Names: parameters, locals, and the namespace's kinds (``module``, ``jit``, ``constant``,
+    ``value``: a triton.language object imported by name, ``builtin``). A module may only start
+    an attribute chain, resolved on the real module; attributes never start with ``_`` nor are
+    in :data:`DENIED_ATTRS`; only names are assigned.
+    """
+
+    def __init__(self, fdef: ast.FunctionDef, source: _Source, kinds: dict[str, str]) -> None:
+        self.fdef, self.source, self.kinds = fdef, source, kinds
+        self.params = [*fdef.args.posonlyargs, *fdef.args.args, *fdef.args.kwonlyargs]
+        self.locals = {p.arg for p in self.params} | {
+            n.id for stmt in fdef.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+    def check(self) -> None:
+        args = self.fdef.args
+        if args.vararg or args.kwarg:
+            _fail(self.fdef, f"kernel {self.fdef.name!r}: *args and **kwargs parameters are not allowed")
+        for param in self.params:
+            if param.arg.startswith("__"):
+                _fail(param, f"parameter name {param.arg!r} is not allowed")
+            if param.annotation is not None:
+                self.annotation(param.annotation)
+        if self.fdef.returns is not None:
+            self.annotation(self.fdef.returns)
+        for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
+            if not _is_literal(default):
+                _fail(default, f"default values of kernel {self.fdef.name!r} must be literals")
+        for stmt in self.fdef.body:
+            self.visit(stmt)
+
+    def annotation(self, node: ast.expr) -> None:
+        """``tl.constexpr`` (any alias), a string, a Triton dtype or a triton.language class."""
+        import triton.language as tl
+
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, type(None))):
+            return
+        try:
+            value = self.source.static(node)
+        except ValueError:
+            value = None
+        if not (value is tl.constexpr or isinstance(value, tl.dtype)
+                or (isinstance(value, type) and value.__module__.startswith("triton.language"))):
+            _fail(node, "annotations may only be tl.constexpr, a string or a Triton dtype")
+
+    def kind(self, name: str) -> str | None:
+        return "local" if name in self.locals else self.kinds.get(name)
+
+    def visit(self, node: ast.AST) -> None:
+        if not isinstance(node, _ALLOWED):
+            name = type(node).__name__
+            _fail(node, f"{_REFUSED.get(name, name)} is not allowed in a kernel")
+        if isinstance(node, ast.keyword) and node.arg is None:
+            _fail(node, "** unpacking is not allowed in a kernel")
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
+            _fail(node, "only names can be assigned in a kernel (not attributes or items)")
+        if isinstance(node, ast.AnnAssign):
+            self.annotation(node.annotation)
+            children = [node.target, node.value] if node.value else [node.target]
+        elif isinstance(node, ast.Name):
+            return self.name(node)
+        elif isinstance(node, ast.Attribute):
+            return self.attribute(node)
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and self.kind(node.value.id) == "jit":
+            _fail(node, "a kernel cannot launch a kernel")
+        else:
+            children = list(ast.iter_child_nodes(node))
+        for child in children:
+            self.visit(child)
+
+    def name(self, node: ast.Name) -> None:
+        if node.id.startswith("__"):
+            _fail(node, f"name {node.id!r} is not allowed")
+        kind = self.kind(node.id)
+        if kind == "module":
+            _fail(node, f"module {node.id!r} can only be used as `{node.id}.attribute`, not as a value")
+        if kind is None and isinstance(node.ctx, ast.Load):
+            _fail(node, f"name {node.id!r} is not available in a kernel (kernels see their parameters and locals, "
+                        "other kernels, Triton and math imports, literal module constants and a few builtins)")
+
+    def attribute(self, node: ast.Attribute) -> None:
+        chain, base = [], node
+        while isinstance(base, ast.Attribute):
+            if base.attr.startswith("_") or base.attr in DENIED_ATTRS:
+                _fail(base, f"attribute {base.attr!r} is not allowed in a kernel")
+            chain.append(base)
+            base = base.value
+        if isinstance(base, ast.Name) and self.kind(base.id) == "module":
+            for link in reversed(chain):  # module by module, until a value is reached
+                try:
+                    if not isinstance(self.source.static(link), types.ModuleType):
+                        return
+                except ValueError as exc:
+                    _fail(link, str(exc))
+            _fail(node, "a module can only be used as `module.attribute`, not as a value")
+        if isinstance(base, ast.Name) and self.kind(base.id) in ("jit", "builtin"):
+            _fail(node, f"attributes of {base.id!r} are not allowed in a kernel")
+        self.visit(base)
+
+
+def _shape(tree: ast.AST) -> str:
+    """``ast.dump`` with strings blanked: ``textwrap.dedent`` (which Triton applies) may change
+    the inside of a multi-line string (a docstring of a kernel in a class), never the code."""
+    tree = copy.deepcopy(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            node.value = ""
+    return ast.dump(tree)
+
+
+def _verify_text(fn: types.FunctionType, fdef: ast.FunctionDef, kernel: Any) -> None:
+    """Triton re-reads a kernel's text (``inspect.getsourcelines``, then from the first ``def``
+    line; the interpreter from the *last* line starting with ``def ``): it must be the checked tree."""
+    lines, start = inspect.getsourcelines(fn)
+    if start != fdef.lineno or [i for i, line in enumerate(lines) if line.strip().startswith("def ")] != [0]:
+        _fail(fdef, f"kernel {fdef.name!r}: write its def line as `def {fdef.name}(`; no other line of it "
+                    "(strings included) may start with `def `")
+    for text in ["".join(lines)] + ([kernel.src] if isinstance(getattr(kernel, "src", None), str) else []):
+        try:
+            body = ast.parse(textwrap.dedent(text)).body
+        except SyntaxError:
+            body = []
+        if len(body) != 1 or _shape(body[0]) != _shape(fdef):
+            _fail(fdef, f"kernel {fdef.name!r}: the text Triton reads is not the checked syntax tree")
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """The global and attribute names a code object (and the code nested in it) refers to."""
+    return set(code.co_names).union(*(_code_names(c) for c in code.co_consts if isinstance(c, types.CodeType)))
+
+
+def extract_kernels(source: str, filename: str) -> dict[str, object]:
+    """The ``@triton.jit`` functions of ``source``, by function name, built without running it.
+
+    ``filename`` names the source in code objects and tracebacks, and the full text is put in
+    :mod:`linecache` under it (Triton reads kernels' text from there): use one name per source.
+    Raises :class:`KernelExtractionError` for anything the allow-list refuses.
+    """
+    import triton
+
+    try:
+        tree = ast.parse(source, filename)
+    except (SyntaxError, ValueError) as exc:
+        raise KernelExtractionError(f"syntax error: {getattr(exc, 'msg', exc)}", getattr(exc, "lineno", None)) from exc
+    found = _Source(tree)
+    namespace: dict[str, Any] = {"__builtins__": dict(SAFE_BUILTINS), "__name__": NAMESPACE_NAME}
+    kinds = dict.fromkeys(SAFE_BUILTINS, "builtin")
+    for name, value in found.bindings.items():
+        namespace[name], kinds[name] = value, "module" if isinstance(value, types.ModuleType) else "value"
+    for name, value in found.constants.items():
+        namespace[name], kinds[name] = value, "constant"
+    for name, (fdef, _) in found.kernels.items():
+        if name in found.bindings:
+            _fail(fdef, f"kernel name {name!r} is also the name of an import")
+        kinds[name] = "jit"
+    for fdef, _ in found.kernels.values():
+        _KernelChecker(fdef, found, kinds).check()
+
+    lines = io.StringIO(source, newline=None).readlines()  # split as Python's tokenizer splits
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    linecache.cache[filename] = (len(source), None, lines, filename)  # mtime None: never checked on disk
+    # The candidate's own `from __future__ import annotations`, and not this module's, decides
+    # whether annotations are evaluated (Triton reads `tl.constexpr` from them).
+    future = __future__.annotations.compiler_flag if any(
+        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
+        for s in tree.body) else 0
+    kernels: dict[str, object] = {}
+    for name, (fdef, kwargs) in found.kernels.items():
+        bare = copy.deepcopy(fdef)
+        bare.decorator_list = []
+        code = compile(ast.Module(body=[bare], type_ignores=[]), filename, "exec", flags=future, dont_inherit=True)
+        exec(code, namespace)  # noqa: S102 - one checked FunctionDef, in the restricted namespace
+        fn = namespace[name]
+        kernels[name] = namespace[name] = triton.jit(fn, **kwargs)
+        _verify_text(fn, bare, kernels[name])
+    # The interpreter reads a kernel's text at its first launch: read it now, while linecache holds
+    # this source. Its rewrite copies the interpreter module's globals into the namespace: keep
+    # only those its rewritten code names (its comparison and assignment helpers).
+    before, used = set(namespace), set()
+    for kernel in kernels.values():
+        rewrite = getattr(kernel, "rewrite", None) if type(kernel).__name__ == "InterpretedFunction" else None
+        rewritten = rewrite() if callable(rewrite) else None
+        used |= _code_names(rewritten.__code__) if hasattr(rewritten, "__code__") else set()
+    for key in set(namespace) - before - used:
+        del namespace[key]
+    return kernels

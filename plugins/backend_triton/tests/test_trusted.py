@@ -1,0 +1,579 @@
+"""Trusted kernel extraction: kernels built from a candidate's source without running it.
+
+Triton runs under its interpreter here (``TRITON_INTERPRET=1``, set before triton is imported,
+as the evaluator's workers do). The last two tests take a fresh process without the interpreter:
+one compiles every kernel for an H100/H200 target (no GPU needed), one (``-m gpu``) launches them
+on CUDA and compares with the candidate's own module.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import importlib.util  # noqa: E402
+import itertools  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import textwrap  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from kz_backend_triton.trusted import KernelExtractionError, extract_kernels  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLES = sorted((REPO / "examples" / "candidates" / "triton").glob("*.py"))
+PROBLEMS = REPO / "examples" / "problems"
+
+
+def load(path: Path, name: str):
+    """Import a file as a fresh module (the test's own, trusted use of the example)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+SOURCE_NAMES = itertools.count()
+
+
+def extract(code: str) -> dict[str, object]:
+    """``extract_kernels`` of a dedented snippet, under a file name of its own."""
+    return extract_kernels(textwrap.dedent(code), f"<kz-test-source-{next(SOURCE_NAMES)}>")
+
+
+def refused(code: str) -> KernelExtractionError:
+    with pytest.raises(KernelExtractionError) as info:
+        extract(code)
+    return info.value
+
+
+class Recording:
+    """Stands in for a module's kernel: counts launches and forwards them to ``kernel``."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, 0
+
+    def __getitem__(self, grid):
+        self.launches += 1
+        return self.kernel[grid]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_give_the_candidates_own_outputs(path, monkeypatch):
+    module = load(path, f"kz_test_example_{path.stem}")
+    problem = load(PROBLEMS / path.name, f"kz_test_problem_{path.stem}")
+    torch.manual_seed(0)
+    model = module.ModelNew(*problem.get_init_inputs())
+    inputs = problem.get_inputs()
+    with torch.no_grad():
+        expected = model(*inputs)
+        kernels = extract_kernels(path.read_text(), str(path))
+        assert kernels and all(type(k).__name__ == "InterpretedFunction" for k in kernels.values())
+        recordings = {name: Recording(kernel) for name, kernel in kernels.items()}
+        for name, recording in recordings.items():
+            assert getattr(module, name) is not recording.kernel
+            monkeypatch.setattr(module, name, recording)
+        got = model(*inputs)
+    assert all(r.launches > 0 for r in recordings.values())
+    assert torch.equal(got, expected)
+    torch.manual_seed(0)
+    reference = problem.Model(*problem.get_init_inputs())
+    with torch.no_grad():
+        torch.testing.assert_close(got, reference(*inputs), atol=1e-4, rtol=1e-4)
+    namespace = next(iter(kernels.values())).fn.__globals__
+    for name in ("torch", "nn", "ModelNew", "os", "np", "inspect", "__file__", "__loader__"):
+        assert name not in namespace
+    assert set(namespace["__builtins__"]) >= {"range", "min", "float"}
+    assert "__import__" not in namespace["__builtins__"] and "getattr" not in namespace["__builtins__"]
+
+
+COPY_KERNEL = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+"""
+
+
+def launch_unary(kernel, x, *extra, block=16, **kwargs):
+    out = torch.empty_like(x)
+    kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), *extra, BLOCK=block, **kwargs)
+    return out
+
+
+def test_module_constants_are_evaluated_not_executed():
+    kernels = extract("""
+        import math
+        import triton
+        import triton.language as tl
+
+        SCALE = 2.0 * 3 - 1          # 5.0
+        HALF = 64 // 2 % 7           # 4
+        NEG = -HALF
+        POW = 2 ** 3
+        NAME = "x"
+        PAIR = (1, (2, 3))
+        NOTHING = None
+        FLAG = True
+        INF = float("-inf")
+        LOG2E = math.log2(math.e)
+        C: tl.constexpr = 64
+        CE = tl.constexpr(32)
+        DTYPE = tl.float16
+        TWICE = 1
+        TWICE = 2
+        NOT_LITERAL = len("abc")
+
+        @triton.jit
+        def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n)
+            y = x * SCALE + HALF + NEG + POW + LOG2E * 0 + PAIR[1][0] + CE
+            tl.store(out_ptr + offs, y, mask=offs < n)
+    """)
+    g = kernels["k"].fn.__globals__
+    assert (g["SCALE"], g["HALF"], g["NEG"], g["POW"], g["NAME"], g["PAIR"]) == (5.0, 4, -4, 8, "x", (1, (2, 3)))
+    assert g["NOTHING"] is None and g["FLAG"] is True and g["INF"] == float("-inf")
+    assert g["LOG2E"] == pytest.approx(1.4426950408889634) and g["C"] == 64
+    assert isinstance(g["CE"], tl.constexpr) and g["CE"].value == 32 and g["DTYPE"] is tl.float16
+    assert "TWICE" not in g and "NOT_LITERAL" not in g and "len" not in g
+    x = torch.randn(40)
+    torch.testing.assert_close(launch_unary(kernels["k"], x), x * 5.0 + 4 - 4 + 8 + 2 + 32)
+
+
+def test_giant_or_formatted_constants_are_not_bound():
+    kernels = extract("""
+        import triton
+        HUGE = 10 ** 100000
+        LONG = "x" * 10 ** 6
+        DOUBLED = ("x" * 1000,) * 1000
+        FORMATTED = "%s" % ("a",)
+        FINE = 2 ** 64
+
+        @triton.jit
+        def k(x):
+            return x
+    """)
+    g = kernels["k"].fn.__globals__
+    assert {"HUGE", "LONG", "DOUBLED", "FORMATTED"}.isdisjoint(g) and g["FINE"] == 2**64
+
+
+def test_a_kernel_named_like_an_import_is_refused():
+    assert "name of an import" in str(refused("""
+        import triton
+        from triton.language import core
+
+        @triton.jit
+        def core(x):
+            return x
+    """))
+
+
+def test_a_kernel_using_a_non_literal_global_is_refused():
+    error = refused("""
+        import torch
+        import triton
+        import triton.language as tl
+        X = torch.float32
+
+        @triton.jit
+        def k(x_ptr):
+            tl.store(x_ptr, tl.load(x_ptr).to(X))
+    """)
+    assert error.line == 9 and "'X' is not available" in str(error)
+
+
+def test_aliases_helpers_classes_if_blocks_and_jit_arguments():
+    kernels = extract("""
+        import torch
+        import triton as tr
+        from triton import language as tl  # the interpreter wants the name tl
+        from triton import jit
+        from triton.language import core
+
+        @jit
+        def helper(x, factor):
+            return x * factor
+
+        class Kernels:
+            @tr.jit(do_not_specialize=["n"], debug=False)
+            def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                x = tl.load(x_ptr + offs, mask=offs < n)
+                tl.store(out_ptr + offs, helper(x, 3.0).to(core.float32), mask=offs < n)
+
+        if torch.cuda.is_available() or True:
+            @tr.jit
+            def negate(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(out_ptr + offs, -tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+        @tr.jit
+        def annotated(x: "tl.tensor", y: tl.float32, n: tl.int32 = 3, BLOCK: tl.constexpr = 4) -> None:
+            pass
+    """)
+    assert set(kernels) == {"helper", "scale", "negate", "annotated"}
+    # annotations are evaluated as in the candidate's module (Triton reads tl.constexpr from them)
+    assert kernels["scale"].fn.__annotations__["BLOCK"] is tl.constexpr
+    assert kernels["annotated"].fn.__annotations__["y"] is tl.float32
+    assert kernels["scale"].kwargs["do_not_specialize"] == ["n"]
+    x = torch.randn(37)
+    torch.testing.assert_close(launch_unary(kernels["scale"], x), x * 3.0)
+    torch.testing.assert_close(launch_unary(kernels["negate"], x), -x)
+
+
+def test_a_future_import_of_the_candidate_keeps_annotations_as_text():
+    kernels = extract("from __future__ import annotations\n" + textwrap.dedent(COPY_KERNEL))
+    assert kernels["copy_kernel"].fn.__annotations__["BLOCK"] == "tl.constexpr"
+    x = torch.randn(20)
+    torch.testing.assert_close(launch_unary(kernels["copy_kernel"], x), x)
+
+
+def test_autotune_and_heuristics_are_dropped_and_their_arguments_never_run(tmp_path):
+    marker = tmp_path / "ran"
+    kernels = extract(f"""
+        import triton
+        import triton.language as tl
+        from triton import heuristics
+
+        def configs():
+            open({str(marker)!r}, "w").write("configs ran")
+            return [triton.Config({{"BLOCK": 64}})]
+
+        @triton.autotune(configs=configs(), key=["n"])
+        @heuristics({{"EVEN": lambda args: open({str(marker)!r}, "w")}})
+        @triton.jit
+        def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+    """)
+    assert type(kernels["k"]).__name__ == "InterpretedFunction"
+    x = torch.randn(20)
+    torch.testing.assert_close(launch_unary(kernels["k"], x, EVEN=False), x + 1)
+    assert not marker.exists()
+
+
+def test_top_level_code_class_bodies_and_forward_never_run(tmp_path):
+    marker = tmp_path / "ran"
+    code = (
+        f"import builtins\nopen({str(marker)!r}, 'w').write('module ran')\nbuiltins.KZ_TRUSTED_FLAG = True\n"
+        + textwrap.dedent(COPY_KERNEL)
+        + f"\nclass ModelNew:\n    open({str(marker)!r}, 'w').write('class body ran')\n\n"
+        f"    def forward(self, x):\n        open({str(marker)!r}, 'w').write('forward ran')\n\n"
+        "raise SystemExit('the module ran')\n"
+    )
+    kernels = extract_kernels(code, str(tmp_path / "candidate.py"))
+    assert set(kernels) == {"copy_kernel"}
+    assert not marker.exists() and not hasattr(__import__("builtins"), "KZ_TRUSTED_FLAG")
+    x = torch.randn(20)
+    torch.testing.assert_close(launch_unary(kernels["copy_kernel"], x), x)
+
+
+def test_math_builtins_and_triton_values_in_a_body():
+    kernels = extract("""
+        import math
+        import triton
+        import triton.language as tl
+        from triton.language import PropagateNan
+        try:
+            from triton.language.extra import libdevice
+        except ImportError:
+            from triton.language.extra.cuda import libdevice
+
+        @triton.jit
+        def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+            acc = tl.zeros((BLOCK,), dtype=tl.float32)
+            for i in range(0, min(3, max(n, 1))):
+                acc += x * math.pi
+            if isinstance(BLOCK, int) and BLOCK == 16 and abs(-1) < 2 < 3:
+                acc = tl.maximum(acc, acc, propagate_nan=PropagateNan.ALL)
+            assert BLOCK > 0, "BLOCK"
+            tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=offs < n)
+    """)
+    assert kernels["k"].fn.__globals__["libdevice"].__name__ == "triton.language.extra.libdevice"
+    x = torch.randn(30)
+    torch.testing.assert_close(launch_unary(kernels["k"], x), x * math.pi * 3)
+
+
+def test_libdevice_imports_are_bound():
+    kernels = extract("""
+        import triton
+        import triton.language as tl
+        from triton.language.extra import libdevice
+        from triton.language.extra.cuda import libdevice as cuda_libdevice
+        import triton.language.extra.libdevice as ld
+        from triton.language.extra import does_not_exist
+
+        @triton.jit
+        def k(x_ptr, out_ptr):
+            x = tl.load(x_ptr)
+            tl.store(out_ptr, libdevice.tanh(x) + cuda_libdevice.exp(x) + ld.erf(x))
+    """)
+    g = kernels["k"].fn.__globals__
+    assert g["libdevice"].__name__ == "triton.language.extra.libdevice" and g["ld"] is g["libdevice"]
+    assert g["cuda_libdevice"].__name__ == "triton.language.extra.cuda.libdevice"
+    assert "does_not_exist" not in g
+
+
+BAD_BODIES = {
+    "dunder_import": "y = __import__('os')",
+    "dunder_class": "y = x.__class__",
+    "open": "y = open('/etc/passwd')",
+    "getattr": "y = getattr(tl, 'load')",
+    "format": "y = '{0.__class__}'.format(x)",
+    "fstring": "y = f'{x}'",
+    "lambda": "y = lambda: 0",
+    "listcomp": "y = [i for i in range(3)]",
+    "genexp": "y = sum(i for i in range(3))",
+    "handle": "y = x.handle.data",
+    "torch": "y = torch.softmax(x, 0)",
+    "numpy": "y = np.exp(x)",
+    "import": "import os",
+    "global": "global BLOCK",
+    "walrus": "y = (z := 1)",
+    "dict": "y = {}",
+    "starred": "y = tl.maximum(*x)",
+    "try": "try:\n    pass\nexcept Exception:\n    pass",
+    "with": "with x:\n    pass",
+    "raise": "raise ValueError('x')",
+    "delete": "del x",
+    "class": "class C:\n    pass",
+    "nested_def": "def g():\n    pass",
+    "attribute_store": "x.dtype = 1",
+    "item_store": "x[0] = 1",
+    "module_as_value": "m = tl.core",
+    "module_escape": "y = tl.core.inspect",
+    "triton_runtime": "y = triton.runtime",
+    "triton_compile": "y = triton.compile",
+    "missing_attribute": "y = tl.no_such_function(x)",
+    "extra_pkgutil": "y = tl.extra.pkgutil",
+    "ir_module": "y = tl.core.ir.builder",
+    "typing_module": "y = tl.core.typing.cast",
+    "runtime_function": "y = tl.standard.jit",
+    "kernel_attribute": "y = k.fn",
+    "builtin_attribute": "y = print.x",
+    "jit_internals": "y = tl.sum.rewriter",
+    "kernel_launch": "k[(1,)](x)",
+    "double_star": "y = tl.load(**x)",
+    "dunder_name": "y = __builtins__",
+}
+
+
+BAD_HEADER = "import torch\nimport numpy as np\nimport triton\nimport triton.language as tl\nBLOCK = 4\n\n"
+
+
+@pytest.mark.parametrize("body", BAD_BODIES.values(), ids=BAD_BODIES.keys())
+def test_malicious_bodies_are_refused_with_their_line(body):
+    source = BAD_HEADER + "@triton.jit\ndef k(x):\n    y = x\n" + textwrap.indent(body, "    ") + "\n    return y\n"
+    error = refused(source)
+    assert error.line == 10, str(error)
+    assert str(error).startswith("line 10: ")
+
+
+@pytest.mark.parametrize("signature", [
+    "@triton.jit(do_not_specialize=make())\ndef k(x):",
+    "@triton.jit(repr=str)\ndef k(x):",
+    "@triton.jit('positional')\ndef k(x):",
+    "@functools.cache\n@triton.jit\ndef k(x):",
+    "@triton.jit\n@triton.autotune(configs=[], key=[])\ndef k(x):",
+    "@triton.jit\ndef k(x, n=len('a')):",
+    "@triton.jit\ndef k(x, n=BLOCK):",
+    "@triton.jit\ndef k(x, n: make() = 1):",
+    "@triton.jit\ndef k(*x):",
+    "@triton.jit\ndef k(**x):",
+    "@triton.jit\ndef __builtins__(x):",
+    "@triton.jit\nasync def k(x):",
+])
+def test_signatures_and_decorators_are_checked(signature):
+    refused("import functools\nimport triton\nimport triton.language as tl\nBLOCK = 1\n" + signature + "\n    return x\n")
+
+
+def test_nested_duplicate_and_syntax_errors_are_refused():
+    assert "inside a function" in str(refused("""
+        import triton
+
+        def outer():
+            @triton.jit
+            def k(x):
+                return x
+            return k
+    """))
+    error = refused("""
+        import triton
+
+        @triton.jit
+        def k(x):
+            return x
+
+        class Again:
+            @triton.jit
+            def k(x):
+                return x
+    """)
+    assert error.line == 10 and "first at line 5" in str(error)
+    error = refused("import triton\n\ndef broken(:\n    pass\n")
+    assert error.line == 3 and "syntax error" in str(error)
+    assert "syntax error" in str(refused("x = 1\0"))
+
+
+def test_text_smuggled_in_a_string_is_refused():
+    # The interpreter re-reads a kernel from its last line that starts with "def ".
+    refused('''
+        import triton
+
+        @triton.jit
+        def k(x):
+            s = """
+        def k(x):
+            return ().__class__
+        #"""
+            return x
+    ''')
+
+
+def test_a_plain_python_helper_is_not_available():
+    error = refused("""
+        import triton
+
+        def helper(x):
+            return x
+
+        @triton.jit
+        def k(x):
+            return helper(x)
+    """)
+    assert error.line == 9 and "'helper'" in str(error)
+
+
+def test_namespace_is_restricted_before_and_after_a_launch():
+    kernels = extract(COPY_KERNEL)
+    namespace = kernels["copy_kernel"].fn.__globals__
+    allowed = {"__builtins__", "__name__", "triton", "tl", "copy_kernel", "interpreter_semantic", "_InterpreterComparison"}
+    assert set(namespace) <= allowed
+    x = torch.arange(10, dtype=torch.float32)
+    torch.testing.assert_close(launch_unary(kernels["copy_kernel"], x), x)
+    assert {"np", "inspect", "math", "os"}.isdisjoint(namespace)
+
+
+# Without the interpreter (TRITON_INTERPRET=0, in a fresh process: triton.language's own kernels
+# are built at import time): Triton's code generator resolves globals through the restricted
+# namespace. "compile" needs no GPU (Triton's wheel brings ptxas); "run" launches on CUDA and
+# compares with the candidate's own module.
+GPU_FEATURES = """
+import math
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+CE = tl.constexpr(2)
+DTYPE = tl.float32
+
+@triton.jit
+def helper(x, factor):
+    return x * factor
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"])
+@triton.jit(do_not_specialize=["n"])
+def features(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(DTYPE)
+    tl.store(out_ptr + offs, helper(libdevice.tanh(x), CE) + math.pi, mask=offs < n)
+"""
+
+GPU_SCRIPT = r"""
+import glob, importlib.util, json, math, os, sys
+import torch, triton
+from kz_backend_triton.trusted import extract_kernels
+
+mode, repo, features = sys.argv[1:4]
+CONSTEXPRS = {"BLOCK_SIZE": 1024, "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "BLOCK": 64}
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+paths = sorted(glob.glob(os.path.join(repo, "examples", "candidates", "triton", "*.py"))) + [features]
+for path in paths:
+    kernels = extract_kernels(open(path).read(), path)
+    for name, kernel in kernels.items():
+        assert type(kernel).__name__ == "JITFunction" and kernel.src.startswith(f"def {name}(")
+        assert "torch" not in kernel.__globals__ and "nn" not in kernel.__globals__
+    if mode == "compile":
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        for name, kernel in kernels.items():
+            if name == "helper":
+                continue
+            signature, constexprs = {}, {}
+            for i, param in enumerate(kernel.arg_names):
+                if param in CONSTEXPRS:
+                    signature[param], constexprs[(i,)] = "constexpr", CONSTEXPRS[param]
+                else:
+                    signature[param] = "*fp32" if param.endswith("_ptr") else "fp32" if param == "scale" else "i32"
+            compiled = triton.compile(ASTSource(kernel, signature, constexprs), target=GPUTarget("cuda", 90, 32))
+            print(json.dumps({"kernel": name, "ok": len(compiled.asm["cubin"]) > 0}))
+    elif path == features:
+        x = torch.randn(1000, device="cuda")
+        out = torch.empty_like(x)
+        kernels["features"][(triton.cdiv(1000, 64),)](x, out, 1000, BLOCK=64)
+        ok = torch.allclose(out, 2 * torch.tanh(x) + math.pi, atol=1e-5, rtol=1e-5)
+        print(json.dumps({"kernel": "features", "ok": ok}))
+    else:
+        stem = os.path.basename(path)[:-3]
+        module = load(path, "candidate_" + stem)
+        problem = load(os.path.join(repo, "examples", "problems", stem + ".py"), "problem_" + stem)
+        torch.manual_seed(0)
+        model = module.ModelNew(*problem.get_init_inputs()).cuda()
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+        with torch.no_grad():
+            expected = model(*inputs)
+            for name, kernel in kernels.items():
+                setattr(module, name, kernel)
+            got = model(*inputs)
+        print(json.dumps({"kernel": stem, "ok": bool(torch.equal(got, expected))}))
+"""
+
+
+def run_without_interpreter(mode: str, tmp_path: Path) -> dict[str, bool]:
+    features = tmp_path / "features.py"
+    features.write_text(GPU_FEATURES)
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(tmp_path / "cache"),
+           "TRITON_DEFAULT_FP_FUSION": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "plugins" / "backend_triton"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", GPU_SCRIPT, mode, str(REPO), str(features)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {r["kernel"]: r["ok"] for r in results}
+
+
+def test_kernels_compile_for_a_gpu_without_the_interpreter(tmp_path):
+    import triton.backends
+
+    if "nvidia" not in getattr(triton.backends, "backends", {}):
+        pytest.skip("Triton's NVIDIA backend is not installed")
+    results = run_without_interpreter("compile", tmp_path)
+    assert results == dict.fromkeys([k for p in EXAMPLES for k in extract(p.read_text())] + ["features"], True)
+
+
+@pytest.mark.gpu
+def test_kernels_run_on_a_gpu_as_in_the_candidates_module(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    results = run_without_interpreter("run", tmp_path)
+    assert results == dict.fromkeys([p.stem for p in EXAMPLES] + ["features"], True)

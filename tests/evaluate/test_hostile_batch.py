@@ -1,0 +1,147 @@
+"""One evaluation that mixes a cheat of every attack class with honest victims.
+
+Every cheat must be judged anything but correct, every honest victim correct (the
+victims come after the cheats in the same small pool, so a worker reused after a cheat
+would show it), the batch must finish with one result per candidate, no process may be
+left behind, the parent's memory must not grow with a cheat's gigabyte output, the run's
+journal and the cache must be as kz wrote them, and no secret of the parent's environment
+may reach candidate code. Run once with every isolation mechanism the machine has, and
+once with none of them (what a machine without Landlock, seccomp and namespaces gives):
+the trusted executor keeps the verdicts right either way, and processes are still found.
+"""
+
+from __future__ import annotations
+
+import resource
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from kz_core.evaluate import Evaluator
+from kz_core.evaluate.journal import Journal
+from kz_core.model import Candidate, Verdict
+
+from .conftest import EXAMPLE_CANDIDATES, cheat_candidate, cheat_header, cheat_paths, eval_config
+from .test_sandbox import in_forward, live_marked_processes, processes_running
+
+GOOD = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
+#: Right only where the parent's token cannot be read: from the environment, or from the
+#: environment of any other process (the parent's through /proc/<ppid>/environ).
+TOKEN_PROBE = in_forward(
+    "import os\n"
+    "seen = 'kz_secret_token' in str(os.environ)\n"
+    "for pid in os.listdir('/proc'):\n"
+    "    try:\n"
+    "        seen = seen or b'kz_secret_token' in open(f'/proc/{pid}/environ', 'rb').read()\n"
+    "    except (OSError, ValueError):\n"
+    "        pass\n"
+    "if seen:\n"
+    "    return a * 0"
+)
+
+
+def hostile_candidates(isolated: bool) -> list[Candidate]:
+    """Every CPU cheat (each class at least twice), then honest victims of every example.
+
+    Without isolation, cheats marked ``destructive`` are left out: they would really harm
+    the machine (kill every process of the user, plant files in site-packages, rewrite
+    SQLite files in the user's home), which is what the sandbox exists to prevent, and so
+    is the probe for the parent's token in /proc.
+    """
+    cheats = [
+        cheat_candidate(p)
+        for p in cheat_paths()
+        if cheat_header(p)["gpu_only"] != "true" and cheat_header(p)["backend"] == "triton" and (isolated or cheat_header(p).get("destructive") != "true")
+    ]
+    victims = [
+        Candidate(path.stem, "triton", path.read_text(), sample_id=f"victim-{path.stem}-{round}")
+        for round in range(2)
+        for path in sorted((EXAMPLE_CANDIDATES / "triton").glob("*.py"))
+    ]
+    return cheats + victims + ([Candidate("1_vector_add", "triton", TOKEN_PROBE, sample_id="victim-token")] if isolated else [])
+
+
+def test_every_class_has_at_least_two_cheats():
+    classes: dict[str, int] = {}
+    for path in cheat_paths():
+        header = cheat_header(path)
+        if "class" in header:
+            classes[header["class"]] = classes.get(header["class"], 0) + 1
+    assert all(classes.get(str(number), 0) >= 2 for number in range(1, 9)), classes
+
+
+@pytest.mark.parametrize("isolation_off", ["[]", "[landlock,seccomp,namespaces]"], ids=["isolated", "no-isolation"])
+def test_a_hostile_batch(example_problems, tmp_path, monkeypatch, isolation_off):
+    monkeypatch.setenv("HF_TOKEN", "kz_secret_token")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KZ_CACHE_DIR", str(cache))
+    journal_path = tmp_path / "run" / "journal.sqlite"
+    candidates = hostile_candidates(isolated=isolation_off == "[]")
+    config = eval_config("eval.run_timeout_s=30", "eval.compile_timeout_s=30", "eval.workers=2", f"eval.isolation_off={isolation_off}")
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with Journal(journal_path) as journal, Evaluator(example_problems, config, journal=journal) as evaluator:
+        results = evaluator.evaluate(candidates)
+    peak_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert [r.sample_id for r in results] == [c.sample_id for c in candidates], "the batch did not finish whole"
+    by_id = {r.sample_id: r for r in results}
+    wrong = [f"{c.sample_id}: {by_id[c.sample_id].message}" for c in candidates if not c.sample_id.startswith("victim") and by_id[c.sample_id].verdict is Verdict.CORRECT]
+    assert not wrong, f"cheats judged correct: {wrong}"
+    hurt = [f"{c.sample_id}: {by_id[c.sample_id].message}" for c in candidates if c.sample_id.startswith("victim") and by_id[c.sample_id].verdict is not Verdict.CORRECT]
+    assert not hurt, f"honest victims not judged correct: {hurt}"
+    # No process of the batch is left: marked or not, in a session of its own or not.
+    assert live_marked_processes() == []
+    assert processes_running(b"4242.4242") == [] and processes_running(b"4243.4243") == []
+    assert processes_running(b"kz_core.evaluate.zygote") == []
+    # The 1 GiB output never reached the parent (ru_maxrss is in KiB).
+    assert peak_after - peak_before < 512 * 1024, f"the parent grew by {(peak_after - peak_before) >> 10} MiB"
+    # The journal, read back by kz, holds no trigger and gives the same verdicts back.
+    with Journal(journal_path) as journal:
+        stored = {r.sample_id: r.verdict for r in journal.results()}
+    with sqlite3.connect(journal_path) as db:
+        assert db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'").fetchone()[0] == 0
+    assert all(stored.get(c.sample_id) is by_id[c.sample_id].verdict for c in candidates if c.sample_id in stored)
+    planted = [p for p in cache.rglob("*") if "0" * 64 in p.name or p.name == "planted"]
+    assert planted == [], f"files planted in the cache: {planted}"
+
+
+def test_isolation_is_reported(example_problems):
+    from kz_core.evaluate.isolation import support
+
+    with Evaluator(example_problems, eval_config("eval.isolation_off=[seccomp]")) as evaluator:
+        result = evaluator.evaluate([Candidate("1_vector_add", "triton", GOOD)])[0]
+    assert result.verdict is Verdict.CORRECT, result.message
+    assert "no seccomp" in result.environment.isolation
+    if support().landlock_abi:
+        assert f"Landlock ABI {support().landlock_abi}" in result.environment.isolation
+    with pytest.raises(Exception, match="unknown isolation mechanism"):
+        Evaluator(example_problems, eval_config("eval.isolation_off=[selinux]"))
+
+
+def test_the_sandbox_keeps_the_parents_files_out_of_reach(example_problems, tmp_path, monkeypatch):
+    """A candidate cannot read a file of the caller's, nor write beside it (with Landlock)."""
+    from kz_core.evaluate.isolation import support
+
+    if not support().landlock_abi:
+        pytest.skip("this kernel has no Landlock")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("kz secret")
+    probe = in_forward(
+        "readable = writable = False\n"
+        "try:\n"
+        f"    readable = 'kz secret' in open({str(secret)!r}).read()\n"
+        "except OSError:\n"
+        "    pass\n"
+        "try:\n"
+        f"    open({str(tmp_path / 'planted.txt')!r}, 'w').write('x')\n"
+        "    writable = True\n"
+        "except OSError:\n"
+        "    pass\n"
+        "if readable or writable:\n"
+        "    return a * 0"
+    )
+    with Evaluator(example_problems, eval_config()) as evaluator:
+        result = evaluator.evaluate([Candidate("1_vector_add", "triton", probe)])[0]
+    assert result.verdict is Verdict.CORRECT, f"the candidate reached the caller's files: {result.message}"
+    assert not (tmp_path / "planted.txt").exists()
+    assert Path(secret).read_text() == "kz secret"

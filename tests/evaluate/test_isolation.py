@@ -1,0 +1,200 @@
+"""The operating-system sandbox (kz_core/evaluate/isolation.py), each mechanism on its own,
+in forked children, with the path taken when the kernel lacks it; and the journal's and
+baseline cache's defences against files tampered with while they were out of kz's hands."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from kz_core.evaluate import isolation
+from kz_core.evaluate.journal import BaselineCache, Journal
+from kz_core.model import EvalResult, RuntimeStats, Verdict
+
+
+def in_child(body) -> int:
+    """Run ``body()`` in a forked child; its exit status (body returns the code)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 99
+        try:
+            code = int(body())
+        except BaseException:  # noqa: BLE001
+            code = 98
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+SUPPORT = isolation.support()
+needs_landlock = pytest.mark.skipif(not SUPPORT.landlock_abi, reason="this kernel has no Landlock (the sandbox reports it and runs without)")
+needs_seccomp = pytest.mark.skipif(not SUPPORT.seccomp, reason="no seccomp here")
+needs_pid_namespace = pytest.mark.skipif(not SUPPORT.pid_namespace, reason="no PID namespaces here")
+
+
+def test_support_is_probed_and_described():
+    assert SUPPORT.architecture
+    text = SUPPORT.summary()
+    assert ("Landlock ABI" in text) == bool(SUPPORT.landlock_abi)
+    weakened = SUPPORT.without(["landlock", "seccomp", "namespaces"])
+    assert weakened.landlock_abi == 0 and not weakened.seccomp and not weakened.pid_namespace
+    assert any("Landlock" in gap for gap in weakened.missing()) and any("seccomp" in gap for gap in weakened.missing())
+    with pytest.raises(ValueError, match="unknown isolation mechanism"):
+        SUPPORT.without(["apparmor"])
+
+
+@needs_landlock
+def test_landlock_allows_the_scratch_folder_and_nothing_else(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+
+    def body() -> int:
+        isolation.apply_landlock(isolation.system_read_paths(), [str(scratch)], isolation.device_files())
+        (scratch / "ok.txt").write_text("fine")
+        try:
+            outside.read_text()
+            return 1
+        except PermissionError:
+            pass
+        try:
+            (tmp_path / "planted.txt").write_text("x")
+            return 2
+        except PermissionError:
+            pass
+        import json  # the interpreter's own files stay readable
+
+        return 0 if json.dumps([1]) == "[1]" else 3
+
+    assert in_child(body) == 0
+    assert (scratch / "ok.txt").read_text() == "fine" and not (tmp_path / "planted.txt").exists()
+
+
+@needs_landlock
+def test_landlock_scopes_signals_to_the_sandbox(tmp_path):
+    if SUPPORT.landlock_abi < 6:
+        pytest.skip("signal scoping needs Landlock ABI 6")
+    parent = os.getpid()
+
+    def body() -> int:
+        isolation.apply_landlock(isolation.system_read_paths(), [str(tmp_path)])
+        try:
+            os.kill(parent, 0)  # probing is a signal too
+            return 1
+        except PermissionError:
+            return 0
+
+    assert in_child(body) == 0
+
+
+@needs_seccomp
+def test_seccomp_refuses_ptrace_shared_memory_namespaces_and_network():
+    import ctypes
+    import socket
+
+    parent = os.getpid()
+
+    def body() -> int:
+        isolation.install_seccomp()
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.ptrace(16, parent, 0, 0) != -1:  # PTRACE_ATTACH
+            return 1
+        if libc.syscall(29 if os.uname().machine == "x86_64" else 194, 0, 4096, 0o1000 | 0o600) != -1:  # shmget
+            return 2
+        if libc.unshare(0x10000000) != -1:  # CLONE_NEWUSER
+            return 3
+        try:
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            return 4
+        except OSError:
+            pass
+        left, right = socket.socketpair()  # Unix sockets still work
+        left.close()
+        right.close()
+        return 0
+
+    assert in_child(body) == 0
+
+
+@needs_pid_namespace
+def test_a_pid_namespace_takes_every_process_with_it(tmp_path):
+    """The supervisor unshares and forks PID 1; everything PID 1 starts (a daemon in a new
+    session included) dies when PID 1 is killed."""
+    marker = tmp_path / "inner.pid"
+
+    def body() -> int:
+        inner = isolation.enter_namespaces(None, tmp_path)
+        if inner:  # the supervisor: kill PID 1 once it has started its daemon
+            for _ in range(200):
+                if marker.exists():
+                    break
+                __import__("time").sleep(0.02)
+            os.kill(inner, signal.SIGKILL)
+            os.waitpid(inner, 0)
+            return 0
+        if os.getpid() != 1:
+            os._exit(5)
+        child = os.fork()
+        if child == 0:
+            os.setsid()
+            os.execv("/bin/sleep", ["sleep", "313.1313"])
+        marker.write_text(str(child))
+        __import__("time").sleep(60)
+        os._exit(0)
+
+    assert in_child(body) == 0
+    from .test_sandbox import processes_running
+
+    assert processes_running(b"313.1313") == []
+
+
+# -- the files kz keeps ------------------------------------------------------------------
+
+
+def test_a_planted_trigger_is_dropped_and_forged_rows_are_ignored(tmp_path, monkeypatch):
+    monkeypatch.setenv("KZ_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "journal.sqlite"
+    with Journal(path) as journal:
+        journal.put("k1", EvalResult("p", "s1", "triton", Verdict.INCORRECT, message="incorrect"))
+    with sqlite3.connect(path) as db:  # what a candidate with access would do
+        db.execute("CREATE TRIGGER evil AFTER INSERT ON results BEGIN UPDATE results SET verdict = 'correct'; END")
+        db.execute("UPDATE results SET result = replace(result, '\"incorrect\"', '\"correct\"')")
+        db.execute("INSERT INTO results (key, problem, sample_id, backend, verdict, result, created, mac) VALUES ('k2', 'p', 's2', 'triton', 'correct', '{}', 0, 'f00d')")
+    with Journal(path) as journal:
+        assert journal.get("k1") is None, "a row rewritten outside kz was trusted"
+        assert journal.get("k2") is None, "a row kz never wrote was trusted"
+        journal.put("k3", EvalResult("p", "s3", "triton", Verdict.INCORRECT))
+        assert journal.get("k3").verdict is Verdict.INCORRECT
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'").fetchone()[0] == 0
+
+
+def test_forged_baselines_are_ignored(tmp_path, monkeypatch):
+    monkeypatch.setenv("KZ_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "baselines.sqlite"
+    stats = RuntimeStats(median_ms=1.0, iqr_ms=0.0, min_ms=1.0, trials=10, clock="cuda_graph")
+    with BaselineCache(path) as cache:
+        cache.put("b1", stats)
+        assert cache.get("b1").median_ms == 1.0
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE baselines SET stats = replace(stats, '\"median_ms\": 1.0', '\"median_ms\": 1000.0')")
+    with BaselineCache(path) as cache:
+        assert cache.get("b1") is None
+
+
+def test_an_older_journal_without_signatures_is_opened_and_re_evaluated(tmp_path, monkeypatch):
+    monkeypatch.setenv("KZ_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "journal.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE results (key TEXT PRIMARY KEY, problem TEXT NOT NULL, sample_id TEXT NOT NULL, backend TEXT NOT NULL, verdict TEXT NOT NULL, result TEXT NOT NULL, created REAL NOT NULL)")
+        db.execute("INSERT INTO results VALUES ('old', 'p', 's', 'triton', 'correct', '{}', 0)")
+    with Journal(path) as journal:
+        assert journal.get("old") is None and len(journal) == 0
+        journal.put("new", EvalResult("p", "s", "triton", Verdict.CORRECT))
+        assert journal.get("new").verdict is Verdict.CORRECT
+    assert Path(tmp_path / "cache" / "rows.key").stat().st_mode & 0o077 == 0  # the key is the user's alone
