@@ -144,7 +144,9 @@ class CandidateOps:
                     inputs = fuzz_inputs(module, {**signature["example"], "seed": signature["seed"]}, self.device)
                 else:
                     inputs = make_inputs(module, signature["seed"], self.device)
-                for _ in range(request.get("warmup", 2)):
+                # Warm-up calls (Triton compiles and autotunes on the first): fewer for the
+                # later signatures, whose kernels are compiled already.
+                for _ in range(request.get("warmup", 2) if not plans else 1):
                     self._run(model, inputs)
                 recorder = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
                 output = recorder.call(lambda *xs: self._run(model, list(xs)), inputs)

@@ -466,12 +466,27 @@ class Evaluator:
             plans, constants, unreplayable = self._received_plans(reply)
             if unreplayable is not None:
                 return self._finish(candidate, problem, findings + [unreplayable], started, timings=timings, environment=environment)
+            # The executor builds the kernels and takes the plans before anything is run.
+            prepare = {
+                "op": "prepare",
+                "candidate": attrs.asdict(candidate),
+                "problem": problem_payload(problem),
+                "plans": {key: (plans[key], constants[key]) for key in plans},
+            }
+            prepare_started = time.perf_counter()
+            reply, failure = _executor_call(executor, prepare, self.config.compile_timeout_s, "compile")
+            if failure is None and reply is not None and reply.get("failure"):
+                failure = self._load_failure(reply)
+            timings = attrs.evolve(timings, compile_s=(timings.compile_s or 0.0) + time.perf_counter() - prepare_started)
+            if failure is not None or reply is None:
+                executor.kill()
+                return self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
             # A problem whose inputs and outputs are large has one executor at a time on
             # the GPU, from its trials to its timing (recording happens on decoys before).
             turn_started = time.perf_counter()
             with self._large if large else contextlib.nullcontext():
                 timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
-                return self._replay_verified(executor, candidate, problem, reference, plans, constants, findings, timings, started, environment)
+                return self._replay_verified(executor, candidate, problem, reference, findings, timings, started, environment)
 
     def _replay_verified(
         self,
@@ -479,28 +494,15 @@ class Evaluator:
         candidate: Candidate,
         problem: Problem,
         reference: ReferenceRecord,
-        plans: dict[str, Any],
-        constants: dict[str, list[Any]],
         findings: list[Finding],
         timings: StageTimings,
         started: float,
         environment: Environment,
     ) -> EvalResult:
-        """The executor's part: build the kernels, replay the plans on the trials, judge,
-        fuzz and time."""
+        """The executor's part: replay the plans on the trials, judge, fuzz and time."""
         with self._gpu.shared():
             trials_started = time.perf_counter()
-            prepare = {
-                "op": "prepare",
-                "candidate": attrs.asdict(candidate),
-                "problem": problem_payload(problem),
-                "plans": {key: (plans[key], constants[key]) for key in plans},
-            }
-            reply, failure = _executor_call(executor, prepare, self.config.compile_timeout_s, "compile")
-            if failure is None and reply is not None and reply.get("failure"):
-                failure = self._load_failure(reply)
-            if failure is None:
-                reply, failure = self._execute(executor, problem, reference)
+            reply, failure = self._execute(executor, problem, reference)
             timings = attrs.evolve(timings, correctness_s=time.perf_counter() - trials_started)
         if failure is not None or reply is None:
             executor.kill()
@@ -521,7 +523,7 @@ class Evaluator:
             "warmup": 2,
             # A second recording after a secret number of further calls: the candidate
             # cannot know which calls are recorded.
-            "gap": secrets.randbelow(6),
+            "gap": secrets.randbelow(4),
             "capture": self.config.timing_method == "graph",
             "max_constant_bytes": int(self.config.plan_constant_mb) << 20,
         }

@@ -94,17 +94,66 @@ def _check_reference_reuse(tree: ast.Module, problem_name: str) -> list[Finding]
     return findings
 
 
+#: Calls a handler may make without computing: reporting, and reading simple values.
+_HARMLESS_CALLS = frozenset({"print", "warn", "debug", "info", "warning", "error", "exception", "len", "int", "float", "bool", "str", "min", "max", "getattr", "hasattr"})
+#: Exceptions whose handlers are import or environment guards, never a fallback.
+_GUARD_EXCEPTIONS = frozenset({"ImportError", "ModuleNotFoundError"})
+
+
+def _plain_value(node: ast.AST | None) -> bool:
+    """A value that is not computed: a literal, a name, an attribute, or arithmetic and
+    containers of those (``4``, ``None``, ``DEFAULT_SMS``, ``(1, 1)``, ``-1``)."""
+    if node is None or isinstance(node, (ast.Constant, ast.Name, ast.Attribute)):
+        return True
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_plain_value(item) for item in node.elts)
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.operand, ast.Constant)
+    if isinstance(node, ast.BinOp):
+        return isinstance(node.left, ast.Constant) and isinstance(node.right, ast.Constant)
+    return False
+
+
+def _harmless_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id if isinstance(node.func, ast.Name) else ""
+    return name in _HARMLESS_CALLS and all(_plain_value(arg) or isinstance(arg, ast.JoinedStr) for arg in node.args)
+
+
 def _handler_computes(handler: ast.ExceptHandler) -> bool:
-    """A handler that does more than re-raise, pass or log is a fallback path."""
+    """A handler that does more than re-raise, pass, log or set a plain value is a
+    fallback path. An import guard (``except ImportError``) never is, and neither is a
+    default such as ``except Exception: return 4`` around reading the device's SM count."""
+    caught = handler.type
+    names = [caught] if not isinstance(caught, ast.Tuple) else list(caught.elts)
+    if caught is not None and all(isinstance(n, ast.Name) and n.id in _GUARD_EXCEPTIONS for n in names):
+        return False
     for stmt in handler.body:
-        if isinstance(stmt, ast.Raise):
+        if isinstance(stmt, (ast.Raise, ast.Pass, ast.Break, ast.Continue)):
             continue
-        if isinstance(stmt, ast.Pass):
+        if isinstance(stmt, ast.Expr) and (isinstance(stmt.value, ast.Constant) or _harmless_call(stmt.value)):
             continue
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _plain_value(stmt.value):
+            continue
+        if isinstance(stmt, ast.Return) and _plain_value(stmt.value):
             continue
         return True
     return False
+
+
+def without_main_block(tree: ast.Module) -> ast.Module:
+    """The module without its ``if __name__ == "__main__":`` blocks, which never run when
+    the candidate is loaded (a local test there may seed, print or call torch)."""
+
+    def is_main_block(node: ast.AST) -> bool:
+        if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+            return False
+        sides = [node.test.left, *node.test.comparators]
+        return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+
+    tree.body = [node for node in tree.body if not is_main_block(node)]
+    return tree
 
 
 def _check_fallback(tree: ast.Module) -> list[Finding]:
@@ -180,6 +229,7 @@ def check_source(code: str, problem_name: str = "") -> list[Finding]:
         return [Finding("syntax_error", f"the source does not parse: {exc.msg} (line {exc.lineno})", line=exc.lineno)]
     except ValueError as exc:
         return [Finding("syntax_error", f"the source does not parse: {exc}")]
+    tree = without_main_block(tree)
     findings: list[Finding] = []
     if _class_named(tree, "ModelNew") is None:
         findings.append(Finding("no_model_new", "the source defines no module-level class ModelNew"))

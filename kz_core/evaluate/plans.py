@@ -268,10 +268,10 @@ class Replay:
         if tag == "tl_dtype":
             import triton.language as tl
 
-            dtype = getattr(tl, content, None)
-            if not isinstance(dtype, tl.dtype):
+            known = (*tl.dtype.SINT_TYPES, *tl.dtype.UINT_TYPES, *tl.dtype.FP_TYPES, *getattr(tl.dtype, "OTHER_TYPES", ()))
+            if content not in known:
                 raise PlanError(f"unknown Triton dtype {content!r}")
-            return dtype
+            return tl.dtype(content)
         raise PlanError(f"unknown tag {tag!r}")
 
     @staticmethod

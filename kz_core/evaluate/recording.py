@@ -63,6 +63,17 @@ def record_kernel(backend: str, kernel: dict[str, Any], grid: Any, args: Sequenc
     return recorder.suspend()
 
 
+def _custom_op_function(func: Any) -> Any:
+    """The Python function behind a ``torch.library.custom_op`` (or ``triton_op``), if any."""
+    try:
+        from torch._library.custom_ops import OPDEFS
+    except ImportError:  # pragma: no cover - an older torch
+        return None
+    qualname = f"{getattr(func, 'namespace', '')}::{func._schema.name.split('::', 1)[-1]}"
+    opdef = OPDEFS.get(qualname)
+    return getattr(opdef, "_init_fn", None)
+
+
 def _current_stream() -> int | None:
     """The raw handle of the current CUDA stream (None without CUDA)."""
     # is_initialized first: is_available() would start CUDA's driver in a process (the
@@ -218,7 +229,13 @@ class Recorder(TorchDispatchMode):
             return func(*args, **kwargs)
         namespace = getattr(func, "namespace", "")
         if namespace != "aten":
-            raise NotReplayable(f"the forward called the operator {func} (only torch's aten operators can be replayed)")
+            # A custom operator (torch.library.custom_op, triton_op): record what its
+            # Python implementation does, not the operator, which the executor cannot run.
+            implementation = _custom_op_function(func)
+            if implementation is None:
+                raise NotReplayable(f"the forward called the operator {func} (only torch's aten operators and Python custom operators can be replayed)")
+            with self:
+                return implementation(*args, **kwargs)
         encoded_args = self.encode(list(args))
         encoded_kwargs = {key: self.encode(value) for key, value in kwargs.items()}
         output = func(*args, **kwargs)

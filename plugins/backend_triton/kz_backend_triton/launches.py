@@ -62,14 +62,73 @@ def _resolve_grid(kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[st
     return tuple(resolved) if isinstance(resolved, (tuple, list)) else (resolved,)
 
 
+def _wrap_compiled(cls: type) -> None:
+    """Launches of a kernel compiled ahead (``kernel = fn.warmup(...)`` then
+    ``kernel[grid](*args)``, as in Triton's fused-softmax tutorial) bypass ``run``: they
+    are counted and recorded here, with the compile options the kernel was built with."""
+    original = cls.__getitem__
+    if getattr(original, "_kz_counts_launches", False):
+        return
+
+    @functools.wraps(original)
+    def getitem(self, grid):
+        runner = original(self, grid)
+        fn = getattr(getattr(self, "src", None), "fn", None)
+        name = str(getattr(fn, "__name__", None) or getattr(self, "name", "kernel"))
+        params = set(getattr(fn, "arg_names", ()) or ())
+
+        def counted(*args, **kwargs):
+            COUNTER.record(name)
+            if recording.active() is None:
+                return runner(*args, **kwargs)
+            metadata = getattr(self, "metadata", None)
+            options = {
+                key: getattr(metadata, key)
+                for key in ("num_warps", "num_stages", "num_ctas", "maxnreg")
+                if key not in params and getattr(metadata, key, None) is not None
+            }
+            resolved = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+            with recording.record_kernel("triton", {"name": name}, resolved, args, options):
+                return runner(*args, **kwargs)
+
+        return counted
+
+    getitem._kz_counts_launches = True  # type: ignore[attr-defined]
+    cls.__getitem__ = getitem
+
+
+def _cpu_benchmarker(kernel_call: Any, quantiles: Any = None) -> list[float]:
+    """Autotuning under the interpreter, where Triton has no benchmarker: one timed call
+    per config (the configs' relative speed on a CPU means little; any works)."""
+    import time
+
+    kernel_call()
+    started = time.perf_counter()
+    kernel_call()
+    elapsed = (time.perf_counter() - started) * 1e3
+    return [elapsed, elapsed, elapsed]
+
+
 def install() -> LaunchCounter:
     """Wrap Triton's launchers (idempotent) and return the process's counter."""
     global _installed
     if not _installed:
+        import os
+
         from triton.runtime.interpreter import InterpretedFunction
         from triton.runtime.jit import JITFunction
 
         _wrap(JITFunction)
         _wrap(InterpretedFunction)
+        try:
+            from triton.compiler.compiler import CompiledKernel
+
+            _wrap_compiled(CompiledKernel)
+        except ImportError:  # pragma: no cover - a Triton without it
+            pass
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            from triton.runtime.autotuner import Autotuner
+
+            Autotuner.do_bench = property(lambda self: self._do_bench or _cpu_benchmarker)  # type: ignore[assignment]
         _installed = True
     return COUNTER

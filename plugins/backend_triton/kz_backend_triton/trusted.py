@@ -350,8 +350,9 @@ class _KernelChecker:
         if self.fdef.returns is not None:
             self.annotation(self.fdef.returns)
         for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
-            if not _is_literal(default):
-                _fail(default, f"default values of kernel {self.fdef.name!r} must be literals")
+            # A literal, or a module constant (Triton allows globals in defaults).
+            if not (_is_literal(default) or (isinstance(default, ast.Name) and self.kinds.get(default.id) == "constant")):
+                _fail(default, f"default values of kernel {self.fdef.name!r} must be literals or module constants")
         for stmt in self.fdef.body:
             self.visit(stmt)
 
@@ -361,13 +362,15 @@ class _KernelChecker:
 
         if isinstance(node, ast.Constant) and isinstance(node.value, (str, type(None))):
             return
+        if isinstance(node, ast.Name) and node.id in ("int", "float", "bool", "str"):
+            return  # Python types Triton reads as the argument's type (``n: int``)
         try:
             value = self.source.static(node)
         except ValueError:
             value = None
         if not (value is tl.constexpr or isinstance(value, tl.dtype)
                 or (isinstance(value, type) and value.__module__.startswith("triton.language"))):
-            _fail(node, "annotations may only be tl.constexpr, a string or a Triton dtype")
+            _fail(node, "annotations may only be tl.constexpr, int, float, bool, a string or a Triton dtype")
 
     def kind(self, name: str) -> str | None:
         return "local" if name in self.locals else self.kinds.get(name)

@@ -1,0 +1,97 @@
+"""The cheat suite as a table per attack class: every file of tests/cheats/ evaluated once,
+with its verdict and the check that decided it (docs/security.md keeps the output).
+
+Cheats marked ``gpu_only`` run only with ``--device cuda``; ``cuda`` and ``cuda_inline``
+cheats need a GPU to be judged at all. Usage:
+
+    python benchmarks/cheat_table.py --device cpu
+    python benchmarks/cheat_table.py --device cuda --out results/cheats.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import versions, write_json  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+HEADER = re.compile(r"^# (problem|expect|check|gpu_only|backend|class|destructive): (.*?)\s*(?:\(.*)?$", re.MULTILINE)
+CLASSES = {
+    "1": "rewriting the measuring code in-process",
+    "2": "reading the harness's secrets",
+    "3": "contaminating later candidates",
+    "4": "tampering with state on disk",
+    "5": "escaping or attacking process control",
+    "6": "exploiting the timing structure",
+    "7": "work the evidence cannot see",
+    "8": "replies that break the judge",
+    "": "earlier cheats (guards of the first evaluator)",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+
+    from kz_core.config import load_config
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate, Severity
+    from kz_core.problems import load_problems
+
+    gpu = args.device.startswith("cuda")
+    candidates, headers = [], {}
+    for path in sorted((REPO / "tests" / "cheats").glob("*/*.py")):
+        header = {key: value.strip() for key, value in HEADER.findall(path.read_text())}
+        backend = header.get("backend", path.parent.name)
+        if not gpu and (header.get("gpu_only") == "true" or backend != "triton"):
+            continue
+        name = f"{path.parent.name}/{path.stem}"
+        headers[name] = header
+        candidates.append(Candidate(header["problem"], backend, path.read_text(), sample_id=name))
+    config = load_config(None, [f"eval.device={args.device}", f"eval.workers={args.workers}", "eval.cache=false", "eval.baselines=[eager]"]).eval
+    started = time.perf_counter()
+    with Evaluator(load_problems("examples").problems, config) as evaluator:
+        results = evaluator.evaluate(candidates)
+        isolation = evaluator._zygote.support.summary()
+    rows = []
+    for result in results:
+        header = headers[result.sample_id]
+        decisive = next((f.check for f in result.findings if f.severity is Severity.ERROR), "")
+        rows.append(
+            {
+                "cheat": result.sample_id,
+                "class": header.get("class", ""),
+                "verdict": result.verdict.value,
+                "check": decisive,
+                "expected": header["expect"],
+                "caught": result.verdict.value != "correct",
+            }
+        )
+    by_class = collections.defaultdict(list)
+    for row in rows:
+        by_class[row["class"]].append(row)
+    print(f"device {args.device}; isolation: {isolation}; {len(rows)} cheats in {time.perf_counter() - started:.0f} s")
+    for number in sorted(by_class, key=lambda c: (c == "", c)):
+        print(f"\n**Class {number or '-'}: {CLASSES.get(number, '')}**\n")
+        print("| cheat | verdict | decided by |")
+        print("| --- | --- | --- |")
+        for row in sorted(by_class[number], key=lambda r: r["cheat"]):
+            print(f"| `{row['cheat']}` | {row['verdict']} | {row['check']} |")
+    missed = [row["cheat"] for row in rows if not row["caught"]]
+    print(f"\n{len(rows) - len(missed)} of {len(rows)} caught" + (f"; judged correct: {', '.join(missed)}" if missed else ""))
+    if args.out:
+        write_json(args.out, {"benchmark": "cheat_table", "device": args.device, "isolation": isolation, "versions": versions(), "rows": rows})
+    sys.exit(1 if missed else 0)
+
+
+if __name__ == "__main__":
+    main()
