@@ -195,12 +195,18 @@ class FuzzSession:
             self.evaluator.close()
 
     def _release(self) -> None:
+        self._release_worker()
+        self._release_executor()
+
+    def _release_worker(self) -> None:
         if self._lease is not None:
             if self._worker is not None and self.verified:
                 self._worker.kill()  # a candidate's process never outlives its use
             self._lease.__exit__(None, None, None)
             self._lease = None
             self._worker = None
+
+    def _release_executor(self) -> None:
         if self._executor_lease is not None:
             self._executor_lease.__exit__(None, None, None)
             self._executor_lease = None
@@ -264,14 +270,14 @@ class FuzzSession:
         """A candidate worker holding this candidate (loaded again if its worker died)."""
         if self._worker is not None and not self._worker.retired:
             return self._worker
-        self._release()
+        self._release_worker()
         self._lease = self.evaluator._candidate_pool.acquire()
         worker = self._lease.__enter__()
         request = {"op": "load", "candidate": attrs.asdict(self.candidate), "problem": problem_payload(self.problem), "init_seed": self.evaluator.seeds.init}
         reply, failure = call_worker(worker, request, self.evaluator.config.compile_timeout_s, "compile")
         if failure is not None or reply is None or reply.get("failure"):
             message = failure.message if failure is not None else (reply or {}).get("failure", {}).get("message", "no reply")
-            self._release()
+            self._release_worker()
             raise RuntimeError(f"the candidate does not load, so it cannot be fuzzed: {message}")
         self._worker = worker
         return worker

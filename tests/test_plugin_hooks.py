@@ -170,6 +170,22 @@ def test_doc_backend_compile_then_backend_run(example_plugin, tmp_path):
     assert pm.hook.backend_compile(candidate=other, device="cpu", workdir=tmp_path) is None
 
 
+def test_doc_backend_kernels(example_plugin, tmp_path):
+    from kz_core.backend import TrustedKernels
+
+    example_plugin("backend_kernels")
+    pm = get_plugin_manager()
+    code = 'GEMM_SRC = "extern \\"C\\" __global__ void gemm(float* c) {}"\nclass ModelNew: pass\n'
+    kernels = pm.hook.backend_kernels(candidate=Candidate("p", "cutlass", code), device="cpu", workdir=tmp_path)
+    assert isinstance(kernels, TrustedKernels) and kernels.backend == "cutlass" and "gemm" in kernels.sources
+    with pytest.raises(RuntimeError, match="does not define"):
+        kernels.launch({"kernel": {"name": "cublas_sgemm"}, "grid": [1]}, [], {})
+    failure = pm.hook.backend_kernels(candidate=Candidate("p", "cutlass", "class ModelNew: pass\n"), device="cpu", workdir=tmp_path)
+    assert isinstance(failure, CompileFailure)
+    # First result: the core's own backends answer for theirs; an unknown backend gets None.
+    assert pm.hook.backend_kernels(candidate=Candidate("p", "no_such_backend", code), device="cpu", workdir=tmp_path) is None
+
+
 def test_doc_check_outputs(example_plugin):
     example_plugin("check_outputs")
     pm = get_plugin_manager()

@@ -97,6 +97,9 @@ def register_commands(cli):
                 evaluator = Evaluator(problem_set.problems, config.eval, journal=journal)
             except EvaluatorError as exc:
                 raise KzUsageError(str(exc)) from exc
+            isolation = evaluator.isolation
+            gaps = "; ".join(isolation.missing())
+            stderr.print(f"sandbox: {isolation.summary()}" + (f" [yellow](missing: {gaps})[/yellow]" if gaps else ""), highlight=False)
             with evaluator, Progress(
                 TextColumn("[bold]eval[/bold]"),
                 BarColumn(),

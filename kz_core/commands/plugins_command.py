@@ -20,8 +20,11 @@ def register_commands(cli):
         from kz_core.cli import stdout
         from kz_core.plugins import failed_plugins, get_plugins, provided_by_plugin
 
+        from kz_core.evaluate.isolation import support
+
         provided = provided_by_plugin()
         infos = [p for p in get_plugins() if show_all or not p.default]
+        sandbox = support()
         if as_json:
             rows = [
                 {
@@ -46,3 +49,7 @@ def register_commands(cli):
         stdout.print(table)
         for name, error in failed_plugins().items():
             stdout.print(f"[red]failed to load[/red] {name}: {error}")
+        # What the evaluator's sandbox can use on this machine (docs/security.md).
+        stdout.print(f"sandbox for candidates: {sandbox.summary()}", highlight=False)
+        for gap in sandbox.missing():
+            stdout.print(f"  [yellow]missing:[/yellow] {gap}", highlight=False)

@@ -186,10 +186,14 @@ class Evaluator:
         if self._closed:
             return
         self._closed = True
-        self._candidate_pool.close()
-        self._executor_pool.close()
-        self.references.close()
-        self._zygote.close()
+        try:
+            self._candidate_pool.close()
+            self._executor_pool.close()
+        finally:
+            try:
+                self.references.close()
+            finally:
+                self._zygote.close()
         import shutil
 
         shutil.rmtree(self._candidate_pool.settings.scratch_root, ignore_errors=True)
@@ -202,6 +206,11 @@ class Evaluator:
             self._executor_pool.warm_up()
         except WorkerStartError as exc:
             raise EvaluatorError(str(exc)) from exc
+
+    @property
+    def isolation(self) -> Any:
+        """The sandbox's mechanisms in use (``kz_core.evaluate.isolation.Support``)."""
+        return self._zygote.support
 
     @property
     def workers(self) -> int:
@@ -568,7 +577,7 @@ class Evaluator:
         outputs too large to move are compared on the GPU, one trial at a time."""
         trials = [{"seed": seed, "plan": "default"} for seed in self.seeds.trials]
         if reference.variant:
-            trials.append({"seed": reference.variant["seed"], "plan": "variant", "overrides": reference.variant["overrides"]})
+            trials.append({"seed": reference.variant["seed"], "plan": "variant", "overrides": reference.variant["overrides"], "variant": True})
         for trial in trials:
             # What the reference returned, so that the executor sends no output that could
             # not match (a huge tensor is described, never moved).

@@ -146,7 +146,7 @@ class ExecutorOps:
                     "streams_created": 0,
                     "flags_changed": {},
                 }
-                if trial.get("overrides"):
+                if trial.get("variant"):  # the size-variation trial (fuzz examples are not)
                     record["variant"] = trial["overrides"]
                 if request.get("share"):
                     record["shared"] = [

@@ -503,6 +503,8 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._closed = False
         self._starting: list[threading.Thread] = []
+        #: Every worker this pool started and has not yet seen killed (closed at close()).
+        self._workers: set[WorkerProcess] = set()
         self.started = 0
         self.identity: dict[str, Any] | None = None
 
@@ -516,6 +518,7 @@ class WorkerPool:
         with self._lock:
             self.started += 1
             self.identity = self.identity or worker.identity
+            self._workers = {w for w in self._workers if not w.retired} | {worker}
         return worker
 
     def warm_up(self, count: int | None = None) -> None:
@@ -616,3 +619,7 @@ class WorkerPool:
             except queue.Empty:
                 break
             worker.shutdown()
+        with self._lock:
+            left = [w for w in self._workers if not w.retired]
+        for worker in left:  # in use by a caller that did not give it back: end it anyway
+            worker.kill()

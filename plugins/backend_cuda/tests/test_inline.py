@@ -318,7 +318,6 @@ def test_kz_check_and_eval_on_a_cpu_compile_cuda_inline_and_say_it_did_not_run(t
     folder = tmp_path / "good"
     folder.mkdir()
     (folder / "1_vector_add.py").write_text(SIMPLE)
-    started = time.monotonic()
     evaluated = kz("eval", "--candidates", str(folder), "--backend", "cuda_inline", "--device", "cpu", "--json", f"run.root={tmp_path}", "eval.workers=1", cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr
     [result] = [json.loads(line) for line in (tmp_path / "eval-good" / "results.jsonl").read_text().splitlines()]
@@ -328,5 +327,7 @@ def test_kz_check_and_eval_on_a_cpu_compile_cuda_inline_and_say_it_did_not_run(t
         assert "cuda_inline needs nvcc (CUDA_HOME) to build: none found" in result["message"]
     else:
         assert "not run: backend 'cuda_inline' needs a GPU" in result["message"]
-        assert "(cached)" in result["message"]  # kz check built it into the same cache
-        assert time.monotonic() - started < 60
+        # Built again: a candidate's process builds into its own scratch folder, which no
+        # other candidate reads (a shared build cache could be poisoned for another
+        # candidate with the same sources; see docs/security.md).
+        assert "(cached)" not in result["message"]
