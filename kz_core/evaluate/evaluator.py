@@ -531,8 +531,9 @@ class Evaluator:
             "init_seed": self.seeds.init,
             "warmup": 2,
             # A second recording after a secret number of further calls: the candidate
-            # cannot know which calls are recorded.
-            "gap": secrets.randbelow(4),
+            # cannot know which calls are recorded (fewer on a CPU, where calls are slow
+            # and nothing is timed for speed).
+            "gap": secrets.randbelow(4 if self.device == "cpu" else 32),
             "capture": self.config.timing_method == "graph",
             "max_constant_bytes": int(self.config.plan_constant_mb) << 20,
         }
@@ -783,6 +784,8 @@ class Evaluator:
         fields["runtime"] = runtime
         if self.device == "cpu":
             return fields  # CPU timings are recorded, never turned into speedups
+        if self._timing.method == "graph" and runtime.clock != GRAPH_CLOCK:
+            findings.append(Finding("timing_fallback", runtime.note or "timed with CUDA events: it could not be captured into a CUDA graph", Severity.WARNING))
         settings = self._timing if runtime.clock == GRAPH_CLOCK else events
         baselines = timed("baseline_s", self._baselines, problem, settings, findings)
         if runtime.clock == GRAPH_CLOCK and any(stats.clock != GRAPH_CLOCK for stats in baselines.values()):

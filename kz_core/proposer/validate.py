@@ -233,7 +233,7 @@ def _file_name(name: str) -> str:
 
 
 class ModuleValidator:
-    """Validates modules with a pool of sandboxed reference workers; a context manager.
+    """Validates modules with sandboxed workers, a fresh one per module; a context manager.
 
     :param config: the resolved kz config (``proposer`` and ``eval`` sections are read).
     :param device: where modules run; None: ``eval.device`` (``auto``: the first GPU, else
@@ -258,7 +258,13 @@ class ModuleValidator:
             tf32=bool(eval_config.reference_tf32),
         )
         self.workers = eval_config.workers or (min(8, os.cpu_count() or 1) if self.device == "cpu" else 2)
-        self.pool = WorkerPool(self.device, "reference", self.workers, self.settings, eval_config.recycle_after)
+        # A proposed module is model-written code: each one runs in a fresh sandboxed
+        # worker forked by a zygote, as candidates do (docs/security.md).
+        from kz_core.evaluate.sandbox import ZygoteProcess
+
+        self.zygote = ZygoteProcess(self.device, self.settings)
+        self.zygote.support = self.zygote.support.without(eval_config.isolation_off)
+        self.pool = WorkerPool(self.device, "candidate", self.workers, self.settings, zygote=self.zygote)
         self.init_seed, self.seeds = secrets.randbits(31), [secrets.randbits(62), secrets.randbits(62)]
 
     def __enter__(self) -> ModuleValidator:
@@ -269,8 +275,11 @@ class ModuleValidator:
 
     def close(self) -> None:
         """Stop the workers and remove their scratch folders; idempotent."""
-        self.pool.close()
-        shutil.rmtree(self.settings.scratch_root, ignore_errors=True)
+        try:
+            self.pool.close()
+        finally:
+            self.zygote.close()
+            shutil.rmtree(self.settings.scratch_root, ignore_errors=True)
 
     def validate(
         self,

@@ -391,7 +391,7 @@ def test_malicious_bodies_are_refused_with_their_line(body):
     "@functools.cache\n@triton.jit\ndef k(x):",
     "@triton.jit\n@triton.autotune(configs=[], key=[])\ndef k(x):",
     "@triton.jit\ndef k(x, n=len('a')):",
-    "@triton.jit\ndef k(x, n=BLOCK):",
+    "@triton.jit\ndef k(x, n=UNBOUND):",  # a module constant (BLOCK) is allowed; an unknown name is not
     "@triton.jit\ndef k(x, n: make() = 1):",
     "@triton.jit\ndef k(*x):",
     "@triton.jit\ndef k(**x):",

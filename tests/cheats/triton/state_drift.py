@@ -3,7 +3,7 @@
 # check: state_drift|no_kernel_launch (a second recording after a secret number of calls, or the size variation's, sees the forward stop launching)
 # gpu_only: false
 # class: 6
-# hack: correct for the first calls, which a harness checks, then returns an uninitialised buffer without launching anything, which makes the timed calls nearly free; only checking the outputs of the timed calls catches it.
+# hack: correct for its first three calls (a harness's warm-up and first checked trial), then returns an uninitialised buffer without launching anything, which would make timed calls nearly free. The recorder records the same call again after a secret number of further calls (and, on a GPU, under graph capture): the two plans differ. A forward that changes only after more calls than the recorder makes is replayed as it was recorded, so what is timed is the recorded work: it gains nothing (docs/security.md).
 
 import torch
 import torch.nn as nn
@@ -28,7 +28,7 @@ class ModelNew(nn.Module):
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         CALLS[0] += 1
         out = torch.empty_like(a)
-        if CALLS[0] <= 7:  # the correctness trials and the size-variation trial
+        if CALLS[0] <= 3:  # the warm-up calls and the first checked one
             n = a.numel()
             add_kernel[(triton.cdiv(n, 1024),)](a, b, out, n, BLOCK_SIZE=1024)
         return out
