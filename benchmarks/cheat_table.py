@@ -40,6 +40,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--skip-destructive", action="store_true", help="leave out cheats that harm a machine without the sandbox (for evaluators older than it)")
     args = parser.parse_args()
 
     from kz_core.config import load_config
@@ -54,6 +55,8 @@ def main() -> None:
         backend = header.get("backend", path.parent.name)
         if not gpu and (header.get("gpu_only") == "true" or backend != "triton"):
             continue
+        if args.skip_destructive and header.get("destructive") == "true":
+            continue
         name = f"{path.parent.name}/{path.stem}"
         headers[name] = header
         candidates.append(Candidate(header["problem"], backend, path.read_text(), sample_id=name))
@@ -61,7 +64,8 @@ def main() -> None:
     started = time.perf_counter()
     with Evaluator(load_problems("examples").problems, config) as evaluator:
         results = evaluator.evaluate(candidates)
-        isolation = evaluator._zygote.support.summary()
+        sandbox = getattr(evaluator, "isolation", None)
+        isolation = sandbox.summary() if sandbox is not None else "none (an evaluator without the sandbox)"
     rows = []
     for result in results:
         header = headers[result.sample_id]

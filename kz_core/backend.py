@@ -124,6 +124,15 @@ class TrustedKernels:
         """
         raise NotImplementedError
 
+    def precompile(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
+        """Compile one kernel step without launching it, ahead of the trials (optional).
+
+        ``args`` hold tensors on the ``meta`` device with the real shapes, strides and
+        dtypes: enough to specialise and compile, nothing to run. The executor calls it
+        before it waits for a large problem's turn, so that compiling does not hold the GPU
+        for others; failures are ignored (the kernel then compiles at its first launch).
+        """
+
     def describe(self) -> list[str]:
         """Short notes for the result (which kernels exist, cache hits)."""
         return []

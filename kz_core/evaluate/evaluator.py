@@ -137,6 +137,8 @@ class Evaluator:
         sandboxed = SandboxSettings(
             cpu_budget_s=self.config.cpu_time_limit_s,
             executor_write_paths=tuple(str(cache_dir(create=True) / name) for name in EXECUTOR_CACHES),
+            # Candidate workers read (never write) what executors compiled with Triton.
+            read_paths=(str(cache_dir() / "triton-executor"),),
             **common,
         )
         for name in EXECUTOR_CACHES:
@@ -450,9 +452,11 @@ class Evaluator:
         """Load and record the candidate in a sandboxed candidate worker, replay its plans
         in a fresh executor on the secret inputs, judge, and time the replay.
 
-        Lock order: an executor, the large-problem lock, the GPU lock (shared), a
-        candidate worker; the candidate worker is killed before the GPU lock is released,
-        so that nothing of the candidate's runs while anything is timed.
+        Lock order: an executor; then the GPU lock (shared) and a candidate worker, which
+        is killed before the GPU lock is released, so that nothing of the candidate's runs
+        while anything is timed; then, for a large problem, the large-problem lock, and
+        inside it the GPU lock again (shared for the trials, exclusive for timing). Nothing
+        waits for a lock while it holds a candidate worker.
         """
         environment = self._environment()
         waiting_started = time.perf_counter()

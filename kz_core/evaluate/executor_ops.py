@@ -70,6 +70,9 @@ class ExecutorOps:
             return {"ok": True, "failure": {"message": f"the recorded plan is malformed: {exc}", "log": "", "verdict": "runtime_error", "line": None, "check": "not_replayable"}}
         except BaseException as exc:  # noqa: BLE001
             return error_reply("problem", exc)
+        if self.device.startswith("cuda"):
+            for replay in self.plans.values():
+                replay.precompile(kernels.precompile)
         return {"ok": True, "failure": None, "seconds": time.perf_counter() - started, "notes": list(kernels.describe())}
 
     def op_add_plans(self, request: dict[str, Any]) -> dict[str, Any]:

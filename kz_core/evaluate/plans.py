@@ -240,6 +240,38 @@ class Replay:
         self.launches = sum(1 for step in plan["steps"] if step["kind"] == "kernel")
         self.compute_ops = list(dict.fromkeys(operator_label(s["op"]) for s in plan["steps"] if s["kind"] == "op" and operator_label(s["op"]) not in NON_COMPUTE_OPS))
 
+    def precompile(self, precompile: Callable[[dict[str, Any], list[Any], dict[str, Any]], None]) -> bool:
+        """Run the plan on ``meta`` tensors of the recorded input shapes, calling
+        ``precompile`` for each kernel step instead of launching it: kernels compile before
+        the trials, and nothing touches the device. False when the plan could not be run so
+        (an operator without a meta implementation): kernels then compile at first launch."""
+        import torch
+
+        inputs: list[Any] = []
+        for spec in self.plan["inputs"]:
+            if spec["kind"] == "tensor":
+                inputs.append(torch.empty_strided(spec["shape"], spec["stride"], dtype=getattr(torch, spec["dtype"]), device="meta"))
+            else:
+                inputs.append(self._decode(spec["value"], {"in": [], "const": [], "val": []}))
+        constants = [c.to("meta") if isinstance(c, torch.Tensor) else c for c in self.constants]
+        env: dict[str, list[Any]] = {"in": inputs, "const": constants, "val": []}
+        saved = self.device
+        self.device = "meta"
+        try:
+            for step, operator in zip(self.plan["steps"], self.operators):
+                args = self._decode(step["args"], env)
+                if step["kind"] == "kernel":
+                    options = {k: self._decode(v, env) for k, v in step["options"].items()}
+                    precompile(step, args, options)
+                    continue
+                kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
+                self._bind(step["out"], operator(*args, **kwargs), env)
+        except Exception:  # noqa: BLE001 - compiling ahead is an optimisation only
+            return False
+        finally:
+            self.device = saved
+        return True
+
     def _decode(self, value: Any, env: dict[str, list[Any]]) -> Any:
         import torch
 
@@ -260,6 +292,8 @@ class Replay:
         if tag == "dtype":
             return getattr(torch, content)
         if tag == "device":
+            if self.device == "meta":
+                return torch.device("meta")
             return torch.device(self.device if content.startswith("cuda") else content)
         if tag == "layout":
             return getattr(torch, content)

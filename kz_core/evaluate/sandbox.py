@@ -315,9 +315,12 @@ class WorkerProcess:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env.setdefault("OMP_NUM_THREADS", str(settings.threads))
         if role == "candidate":
-            # Nothing a candidate compiles may reach a cache that another process reads.
+            # Nothing a candidate compiles may reach a cache that another process reads;
+            # it may read what executors compiled (kz_core/evaluate/triton_cache.py).
             env["KZ_CACHE_DIR"] = str(self.scratch / "cache")
             env["TRITON_CACHE_DIR"] = str(self.scratch / "triton-cache")
+            env["TRITON_CACHE_MANAGER"] = "kz_core.evaluate.triton_cache:LayeredCacheManager"
+            env["KZ_TRITON_READ_CACHE"] = str(cache_dir() / "triton-executor")
         elif role == "executor":
             env["KZ_CACHE_DIR"] = str(cache_dir())
             env["TRITON_CACHE_DIR"] = str(cache_dir() / "triton-executor")

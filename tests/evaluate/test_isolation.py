@@ -198,3 +198,22 @@ def test_an_older_journal_without_signatures_is_opened_and_re_evaluated(tmp_path
         journal.put("new", EvalResult("p", "s", "triton", Verdict.CORRECT))
         assert journal.get("new").verdict is Verdict.CORRECT
     assert Path(tmp_path / "cache" / "rows.key").stat().st_mode & 0o077 == 0  # the key is the user's alone
+
+
+def test_a_candidates_triton_cache_reads_the_executors_and_writes_its_own(tmp_path, monkeypatch):
+    import json
+
+    from kz_core.evaluate.triton_cache import LayeredCacheManager
+
+    own, shared = tmp_path / "own", tmp_path / "shared"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(own))
+    monkeypatch.setenv("KZ_TRITON_READ_CACHE", str(shared))
+    (shared / "KEY").mkdir(parents=True)
+    (shared / "KEY" / "stub.so").write_bytes(b"compiled by an executor")
+    (shared / "KEY" / "__grp__kernel.json").write_text(json.dumps({"child_paths": {"stub.so": str(shared / "KEY" / "stub.so")}}))
+    cache = LayeredCacheManager("KEY")
+    assert cache.get_file("stub.so") == str(shared / "KEY" / "stub.so")
+    assert cache.get_group("kernel.json") == {"stub.so": str(shared / "KEY" / "stub.so")}
+    written = cache.put(b"compiled by the candidate", "mine.bin")
+    assert written.startswith(str(own)) and not (shared / "KEY" / "mine.bin").exists()
+    assert cache.get_file("absent") is None

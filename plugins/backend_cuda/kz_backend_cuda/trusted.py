@@ -46,6 +46,9 @@ class NvrtcKernels(TrustedKernels):
         shared = options.get("shared_bytes", 0)
         module[str(kernel.get("name", ""))].launch(*args, grid=tuple(step["grid"]), block=tuple(block), shared_bytes=int(shared))
 
+    def precompile(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
+        self._module(step["kernel"])  # NVRTC needs only the source
+
     def describe(self) -> list[str]:
         names = sorted({name for module in self._modules.values() for name in module.kernels})
         return [f"kernels: {', '.join(names)}"] if names else []

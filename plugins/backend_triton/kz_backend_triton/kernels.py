@@ -47,5 +47,10 @@ class TritonKernels(TrustedKernels):
         except CompilationError as exc:
             raise KernelCompileError(str(exc)) from exc
 
+    def precompile(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
+        kernel = self.kernels.get(str(step["kernel"].get("name", "")))
+        if kernel is not None and hasattr(kernel, "warmup"):
+            kernel.warmup(*args, grid=tuple(step["grid"]), **options)
+
     def describe(self) -> list[str]:
         return [f"kernels: {', '.join(sorted(self.kernels)) or 'none'}"]
