@@ -44,6 +44,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kz_core.commands.propose_command",
     "kz_core.commands.report_command",
     "kz_core.commands.train_command",
+    "kz_core.commands.data_command",
 )
 
 
