@@ -257,6 +257,42 @@ class TrainConfig:
 
 
 @dataclass
+class SftConfig:
+    # Chat pairs to fine-tune on: a JSONL with `prompt` and `completion` columns in chat
+    # form and a `role` column (what `kz data synth` writes).
+    data: str = ""
+    # Which rows: `coder`, `proposer` or `both` (one model with two roles). The model is
+    # policy.model (policy.proposer_model for the Proposer when it is set).
+    role: str = "coder"
+    # Keep only rows of this split (`train`; the held-out families stay out); empty: all.
+    split: str = "train"
+    # Keep only Coder rows of these backends (e.g. [triton]); empty: every backend.
+    backends: list[str] = field(default_factory=list)
+    # Passes over the rows (TRL's num_train_epochs); max_steps > 0 stops earlier.
+    num_train_epochs: float = 1.0
+    # Optimizer steps; -1: as many as num_train_epochs needs (TRL's max_steps).
+    max_steps: int = -1
+    # Rows per device per step (TRL's name).
+    per_device_train_batch_size: int = 4
+    # Micro-batches accumulated per optimizer step (TRL's name).
+    gradient_accumulation_steps: int = 1
+    # Adam learning rate (LoRA takes a larger one than full fine-tuning).
+    learning_rate: float = 2.0e-4
+    # Longest prompt plus completion, tokens; longer rows are cut (TRL's max_length).
+    max_length: int = 3072
+    # Train LoRA adapters (peft) instead of all weights.
+    lora: bool = True
+    # LoRA rank.
+    lora_r: int = 16
+    # LoRA alpha.
+    lora_alpha: int = 32
+    # Save a checkpoint every this many steps (a re-run resumes from the last).
+    save_steps: int = 50
+    # Other SFTConfig arguments, passed through by their TRL names.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class FrontierConfig:
     # Which selector answers `select_frontier`: `beta` (the core's, kz_core/frontier.py).
     name: str = "beta"
@@ -341,6 +377,7 @@ class KzConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    sft: SftConfig = field(default_factory=SftConfig)
     frontier: FrontierConfig = field(default_factory=FrontierConfig)
     proposer: ProposerConfig = field(default_factory=ProposerConfig)
     coevolve: CoevolveConfig = field(default_factory=CoevolveConfig)

@@ -1,5 +1,6 @@
 """``kz train coder`` and ``kz train proposer``: GRPO with TRL's GRPOTrainer, the Coder with
-CA-GRPO rewards from the evaluator, the Proposer with learnability rewards."""
+CA-GRPO rewards from the evaluator, the Proposer with learnability rewards; ``kz train
+sft``: supervised fine-tuning on chat pairs (``kz data synth``) with TRL's SFTTrainer."""
 
 from __future__ import annotations
 
@@ -75,5 +76,42 @@ def register(cli: click.Group) -> None:
             f"({summary['reward_wait_s']:.0f} s waiting for rewards); model: {summary['final_model']}; "
             f"pool: {summary['pool_valid']} valid of {summary['pool_size']} modules in {run_dir / 'pool.sqlite'}; "
             f"metrics: {run_dir / 'metrics.jsonl'}",
+            highlight=False,
+        )
+
+    @train.command(name="sft")
+    @click.option("--data", "data_path", default=None, help="JSONL of chat pairs, e.g. from `kz data synth` (sft.data).")
+    @click.option("--role", type=click.Choice(["coder", "proposer", "both"]), default=None, help="Which rows to train on (sft.role).")
+    @config_options
+    def sft(config, data_path, role) -> None:
+        """Supervised fine-tuning on chat pairs (TRL's SFTTrainer, LoRA by default); resumes an
+        interrupted run. Start GRPO from the result with policy.model=<run dir>/final."""
+        from omegaconf import OmegaConf
+
+        from kz_core.cli import KzUsageError, stderr
+        from kz_core.rundir import open_run_dir
+
+        from kz_policy_hf.errors import PolicyError
+        from kz_policy_hf.sft import sft_rows, train_sft
+
+        overrides = [f"sft.data={data_path}"] if data_path else []
+        overrides += [f"sft.role={role}"] if role else []
+        if not config.run.name:
+            overrides.append("run.name=train-sft")
+        config = OmegaConf.merge(config, OmegaConf.from_dotlist(overrides))
+        try:
+            rows = sft_rows(config.sft.data, config.sft.role, config.sft.split, list(config.sft.backends))
+        except PolicyError as exc:
+            raise KzUsageError(str(exc)) from exc
+        run_dir = open_run_dir(config, command="kz train sft")
+        try:
+            summary = train_sft(config, run_dir, rows)
+        except PolicyError as exc:
+            raise KzUsageError(str(exc)) from exc
+        stderr.print(
+            f"fine-tuned {summary['steps']} steps on {summary['rows']} pairs in {summary['seconds']:.0f} s "
+            f"(loss {summary['first_loss'] or 0:.3f} -> {summary['last_loss'] or 0:.3f}); model: {summary['final_model']}"
+            + (f"; adapter: {summary['adapter']}" if summary["adapter"] else "")
+            + f"; metrics: {run_dir / 'metrics.jsonl'}",
             highlight=False,
         )
