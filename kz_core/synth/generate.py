@@ -185,6 +185,13 @@ def synthesize_dataset(
                 continue
             prompt = proposer_prompt(list(synthetic.apis), config.policy)
             rows.append({"role": "proposer", "backend": "", "prompt": _messages(prompt), "completion": _answer(synthetic.problem), **provenance(validation.name, item_seed, synthetic, "valid")})
+        # A problem module validation refuses (its output is constant, it is not
+        # deterministic...) is a poor exercise for the Coder too: its pairs go as well.
+        invalid = {v.name for v in validations if not v.valid}
+        dropped = [row for row in rows if row["role"] == "coder" and row["problem"] in invalid]
+        if dropped:
+            rejected["coder pairs of invalid modules"] += len(dropped)
+            rows = [row for row in rows if not (row["role"] == "coder" and row["problem"] in invalid)]
     rows.sort(key=lambda row: (row["role"], row["problem"], row["backend"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as handle:
