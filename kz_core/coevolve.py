@@ -2,7 +2,7 @@
 
 Before round 1 the pool (``<run>/pool.sqlite``) gets the problems of ``problems.*`` as
 seed modules (``coevolve.seed_problems``; held-out problems are left out). Then each round
-``r`` (1 .. ``coevolve.rounds``) runs five phases in order:
+``r`` (1 .. ``coevolve.rounds``) runs six phases in order:
 
 1. ``proposer``: Proposer GRPO for ``coevolve.proposer_steps`` steps (``train_policy``
    hook, role ``proposer``) on API sets drawn with the pool's frontier
@@ -17,10 +17,14 @@ seed modules (``coevolve.seed_problems``; held-out problems are left out). Then 
    has no Coder statistics yet, evaluated (journaled in ``<run>/journal.sqlite``) and
    recorded in the pool; then ``select_frontier`` picks ``coevolve.frontier_k`` modules
    (replay share included).
-4. ``coder``: Coder GRPO for ``coevolve.coder_steps`` steps on those modules
+4. ``expert`` (when ``coevolve.expert_samples`` > 0): expert iteration: that many Coder
+   samples per frontier module, evaluated; the correct ones become chat pairs and the
+   Coder is fine-tuned on them (``train_policy``, role ``coder_sft``, the ``sft``
+   section's options) in ``<run>/rounds/<r>/expert``; its model becomes the Coder's.
+5. ``coder``: Coder GRPO for ``coevolve.coder_steps`` steps on those modules
    (``train_policy``, role ``coder``) in ``<run>/rounds/<r>/coder``; its model becomes the
    Coder's (``policy.model``).
-5. ``heldout``: ``coevolve.heldout_samples`` samples per held-out problem
+6. ``heldout``: ``coevolve.heldout_samples`` samples per held-out problem
    (``coevolve.heldout_source`` / ``heldout_ids``) from the current Coder, evaluated; one
    line per round goes to ``<run>/rounds.jsonl`` (pool size, frontier coverage, pass@1,
    pass@k, fast_1 and geometric-mean speedups overall and per backend), which
@@ -54,7 +58,7 @@ from kz_core.model import Finding, Problem, Severity, TrainingSummary
 from kz_core.paths import replace_file
 
 #: The phases of one round, in order.
-PHASES: tuple[str, ...] = ("proposer", "pool", "frontier", "coder", "heldout")
+PHASES: tuple[str, ...] = ("proposer", "pool", "frontier", "expert", "coder", "heldout")
 #: The state file in the run directory.
 STATE_FILE = "coevolve_state.json"
 #: One line per finished round (what ``kz report`` reads).
@@ -193,7 +197,7 @@ class Coevolution:
 
     def _check(self) -> None:
         coevolve = self.config.coevolve
-        for name in ("rounds", "proposer_steps", "coder_steps", "modules_per_round", "coder_samples", "frontier_k"):
+        for name in ("rounds", "proposer_steps", "coder_steps", "modules_per_round", "coder_samples", "frontier_k", "expert_samples"):
             if getattr(coevolve, name) < 0:
                 raise CoevolveError(f"coevolve.{name} must not be negative, got {getattr(coevolve, name)}")
         if coevolve.heldout_samples < 1:
@@ -340,6 +344,36 @@ class Coevolution:
             raise CoevolveError(f"no installed plugin selects a frontier for frontier.name={config.frontier.name!r}: use the core's 'beta'")
         logger.info("frontier: {}", ", ".join(f"{m} ({selection.scores.get(m, 0):.2f})" for m in selection.modules) or "empty")
         return {"modules": list(selection.modules), "scores": dict(selection.scores), "evaluated": evaluated, "reused": reused, **self.frontier_coverage()}
+
+    def phase_expert(self, round_number: int) -> dict[str, Any]:
+        """Expert iteration (``coevolve.expert_samples``): sample the Coder on the frontier
+        modules, keep the completions the evaluator judges correct, fine-tune on them."""
+        from kz_core.prompts import coder_prompt
+
+        config = self.phase_config()
+        n = config.coevolve.expert_samples
+        names = self.state["rounds"][str(round_number)]["frontier"]["modules"]
+        problems = [entry.problem for name in names if (entry := self.pool.get(name)) is not None]
+        if n == 0 or not problems:
+            return {"skipped": "coevolve.expert_samples is 0" if n == 0 else "no modules on the frontier"}
+        folder = self.round_dir(round_number, "expert")
+        samples = _sample_kept(folder / "samples.jsonl", problems, n, config, self.pm)
+        results, reused = _evaluate(samples, problems, config, self.journal, f"round {round_number} expert iteration")
+        _write_results(folder / "results.jsonl", results)
+        by_problem = {p.name: p for p in problems}
+        rows = []
+        for sample, result in zip(samples, results):
+            if result.correct:
+                prompt = coder_prompt(by_problem[sample.problem], sample.backend, config.policy)
+                rows.append({"prompt": [{"role": m.role, "content": m.content} for m in prompt.messages], "completion": [{"role": "assistant", "content": sample.text}]})
+        record = {"samples": len(samples), "correct": len(rows), "reused": reused}
+        if not rows:
+            logger.warning("round {}: expert iteration kept no sample (none correct): the Coder is not fine-tuned", round_number)
+            return {**record, "skipped": "no correct sample"}
+        summary = self._train("coder_sft", rows, None, folder / "sft")
+        self._set_model("coder", summary.model_path)
+        logger.info("expert iteration: fine-tuned on {} correct samples of {} in {:.0f} s: {}", len(rows), len(samples), summary.seconds, summary.model_path)
+        return {**record, "steps": summary.steps, "model_path": summary.model_path}
 
     def phase_coder(self, round_number: int) -> dict[str, Any]:
         steps = self.config.coevolve.coder_steps

@@ -363,6 +363,10 @@ class CoevolveConfig:
     # One model with two roles (true: each phase trains the latest model, whatever its
     # role) or separate Proposer and Coder checkpoints (false).
     shared_model: bool = False
+    # Expert iteration between the frontier and the Coder's GRPO: this many Coder samples
+    # per frontier module, the ones the evaluator judges correct kept as chat pairs, and
+    # the Coder fine-tuned on them (the `sft` section's options); 0: no expert iteration.
+    expert_samples: int = 0
     # Add the problems of problems.* (held-out ones left out) to the pool before round 1,
     # so that the Coder has modules to train on before the Proposer writes valid ones.
     seed_problems: bool = True

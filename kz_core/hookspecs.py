@@ -272,11 +272,14 @@ def train_policy(role: str, items: Sequence[Any], config: KzConfig, run_dir: Pat
     co-evolution loop (``kz train``) calls this once per phase and round. Stops at the
     first non-None result.
 
-    :param role: ``"coder"`` or ``"proposer"``.
+    :param role: ``"coder"`` or ``"proposer"`` (reinforcement learning), or
+        ``"coder_sft"`` (supervised fine-tuning of the Coder: expert iteration).
     :param items: for the Coder, the training problems (:class:`~kz_core.model.Problem`;
         rewards: the evaluator's results shaped by ``shape_rewards``, role ``coder``); for the
         Proposer, API sets (tuples of catalog API names) to prompt with (rewards:
-        ``shape_rewards``, role ``proposer``, from the Coder's results on the modules).
+        ``shape_rewards``, role ``proposer``, from the Coder's results on the modules); for
+        ``coder_sft``, chat pairs (dicts with ``prompt`` and ``completion`` message lists)
+        to fine-tune on with the ``sft`` section's options.
     :param config: the resolved kz config (:class:`kz_core.config.KzConfig`).
     :param run_dir: the folder this training run owns (created when missing).
     :returns: a :class:`~kz_core.model.TrainingSummary` whose ``model_path`` holds the

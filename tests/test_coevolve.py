@@ -120,6 +120,22 @@ def test_rounds_with_scripted_policies_fill_the_pool_train_and_evaluate(register
     assert {s["phase"] for s in data.steps} == {"coder", "proposer"}
 
 
+@pytest.mark.slow
+def test_expert_iteration_fine_tunes_the_coder_on_its_correct_samples(register_plugin, small_catalog, tmp_path):
+    policies = register_plugin(ScriptedPolicies(), "scripted-policies")
+    config = scripted_config(tmp_path, "coevolve.rounds=1", "coevolve.expert_samples=2")
+    Coevolution(config, tmp_path / "run").run()
+    run = tmp_path / "run"
+    roles = [(t[0], t[2], t[4]) for t in policies.trained]
+    # The scripted Coder answers one of its two samples with an honest kernel: one pair.
+    assert ("coder_sft", "base", 1) in roles
+    expert = str(run / "rounds/1/expert/sft/final")
+    assert ("coder", expert, 1) in roles, roles  # GRPO starts from the fine-tuned model
+    state = load_state(run, config)
+    record = state["rounds"]["1"]["expert"]
+    assert record["samples"] == 2 and record["correct"] == 1 and record["model_path"] == expert
+
+
 def test_shared_model_trains_one_lineage(register_plugin, tmp_path, monkeypatch):
     policies = register_plugin(ScriptedPolicies(), "scripted-policies")
     config = scripted_config(tmp_path, "coevolve.shared_model=true", "coevolve.modules_per_round=0", "coevolve.seed_problems=false", "coevolve.heldout_samples=1")

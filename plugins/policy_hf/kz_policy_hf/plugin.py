@@ -64,8 +64,16 @@ def train_policy(role: str, items: Sequence[Any], config: KzConfig, run_dir: Pat
             summary = train_coder(list(items), config, run_dir, journal)
         elif role == "proposer":
             summary = train_proposer(config, run_dir, journal, api_sets=[tuple(apis) for apis in items])
+        elif role == "coder_sft":
+            from datasets import Dataset
+
+            from kz_policy_hf.sft import train_sft
+
+            summary = train_sft(config, run_dir, Dataset.from_list([{"prompt": row["prompt"], "completion": row["completion"]} for row in items]))
+            summary["reward_wait_s"] = 0.0
+            role = "coder"
         else:
-            raise PolicyError(f"unknown policy role {role!r}: train coder or proposer")
+            raise PolicyError(f"unknown policy role {role!r}: train coder, proposer or coder_sft")
     return TrainingSummary(
         role=role,
         steps=int(summary["steps"]),

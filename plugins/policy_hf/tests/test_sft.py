@@ -74,3 +74,14 @@ def test_kz_train_sft_says_what_to_do_without_data(tmp_path):
         capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"},
     )
     assert result.returncode == 2 and "kz data synth" in result.stderr
+
+
+def test_train_policy_fine_tunes_the_coder_for_expert_iteration(tmp_path):
+    from kz_core.model import TrainingSummary
+    from kz_core.plugins import get_plugin_manager
+
+    rows = [json.loads(line) for line in write_pairs(tmp_path / "pairs.jsonl").read_text().splitlines()][:2]
+    config = load_config(None, ["policy.model=embedded:tiny", "sft.max_steps=1", "sft.per_device_train_batch_size=2", "sft.max_length=256"])
+    summary = get_plugin_manager().hook.train_policy(role="coder_sft", items=rows, config=config, run_dir=tmp_path / "expert")
+    assert isinstance(summary, TrainingSummary) and summary.role == "coder" and summary.steps == 1
+    assert Path(summary.model_path, "config.json").is_file()
