@@ -51,6 +51,7 @@ from hypothesis import strategies as st
 from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.execution import DISTRIBUTIONS, LAYOUTS
 from kz_core.evaluate.judge import judge_trials
+from kz_core.evaluate.replies import validate_trials
 from kz_core.evaluate.variants import size_constants
 from kz_core.model import Candidate, Finding, Problem, Severity
 
@@ -125,6 +126,17 @@ class FuzzFailure(AssertionError):
         errors = [f for f in findings if f.severity is Severity.ERROR]
         detail = "; ".join(f"{f.check}: {f.message}" for f in errors[:3])
         super().__init__(f"at {example.describe()}: {detail}")
+
+
+def _example_trials(worker: Any, request: dict[str, Any], example: FuzzExample, timeout_s: float, who: str) -> dict[str, Any]:
+    """The checked trial reply of ``who`` (the candidate or the executor) for one example."""
+    trials, failure = call_worker(worker, request, timeout_s, "fuzz example")
+    if failure is not None or trials is None:
+        raise FuzzFailure(example, [failure] if failure is not None else [Finding("runtime_error", "no reply")])
+    try:
+        return validate_trials(trials, {example.seed})
+    except ValueError as exc:  # ReplyError, or a value that does not parse
+        raise FuzzFailure(example, [Finding("runtime_error", f"the {who}'s reply is malformed: {exc}")]) from exc
 
 
 @attrs.frozen
@@ -235,8 +247,6 @@ class FuzzSession:
         import json
         import secrets
 
-        from kz_core.evaluate.replies import ReplyError, validate_trials
-
         config = self.evaluator.config
         executor = self._prepared_executor()
         key = "fuzz:" + json.dumps([example.overrides, example.dtype, example.layout], sort_keys=True)
@@ -255,13 +265,7 @@ class FuzzSession:
                 raise FuzzFailure(example, [failure])
             self._plans.add(key)
         trial = {"seed": example.seed, "plan": key, "overrides": example.overrides, "example": attrs.asdict(example)}
-        trials, failure = call_worker(executor, {**request, "op": "execute", "trials": [trial]}, config.run_timeout_s, "fuzz example")
-        if failure is not None or trials is None:
-            raise FuzzFailure(example, [failure] if failure is not None else [Finding("runtime_error", "no reply")])
-        try:
-            trials = validate_trials(trials, {example.seed})
-        except ReplyError as exc:
-            raise FuzzFailure(example, [Finding("runtime_error", f"the executor's reply is malformed: {exc}")]) from exc
+        trials = _example_trials(executor, {**request, "op": "execute", "trials": [trial]}, example, config.run_timeout_s, "executor")
         ops = {name: None for record in trials["trials"] for name in record.get("compute_ops", [])}
         trials["compute_ops"] = list(ops)
         return trials
@@ -298,15 +302,7 @@ class FuzzSession:
             trials = self._verified_trials(example, request)
         else:
             worker = self._loaded_worker()
-            trials, failure = call_worker(worker, {**request, "op": "fuzz_trials", "examples": [attrs.asdict(example)]}, config.run_timeout_s, "fuzz example")
-            if failure is not None or trials is None:
-                raise FuzzFailure(example, [failure] if failure is not None else [Finding("runtime_error", "no reply")])
-            try:
-                from kz_core.evaluate.replies import validate_trials
-
-                trials = validate_trials(trials, {example.seed})
-            except ValueError as exc:
-                raise FuzzFailure(example, [Finding("runtime_error", f"the candidate's reply is malformed: {exc}")]) from exc
+            trials = _example_trials(worker, {**request, "op": "fuzz_trials", "examples": [attrs.asdict(example)]}, example, config.run_timeout_s, "candidate")
         findings, _, _, _ = judge_trials(
             self.problem,
             reference,

@@ -303,7 +303,7 @@ class CandidateOps:
         return record, seen, leaves
 
     def op_time(self, request: dict[str, Any]) -> dict[str, Any]:
-        from kz_core.evaluate.execution import flatten_outputs, synchronize, torch_compute_ops
+        from kz_core.evaluate.execution import synchronize, timed_output_entries, torch_compute_ops
 
         if not self.candidate or "model" not in self.candidate:
             return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
@@ -312,18 +312,7 @@ class CandidateOps:
         try:
             timed = self.time_forward(model, module, request, record_ops=True)
             synchronize(self.device)
-            outputs = []
-            held = []
-            for seed, output in timed.outputs:
-                structure, leaves = flatten_outputs(output)
-                entry = {"seed": seed, "structure": structure, "outputs": [x if type(x) is self.torch.Tensor else None for x in leaves]}
-                if request.get("share"):
-                    from kz_core.evaluate.execution import share_cuda_tensor
-
-                    entry["shared"] = [share_cuda_tensor(x) if type(x) is self.torch.Tensor and x.is_cuda and x.numel() else None for x in leaves]
-                    entry["outputs"] = [None for _ in leaves]
-                    held.append(leaves)
-                outputs.append(entry)
+            outputs, held = timed_output_entries(timed.outputs, bool(request.get("share")))
             if held:
                 self.candidate["held"] = held
         except BaseException as exc:  # noqa: BLE001

@@ -248,6 +248,24 @@ def share_cuda_tensor(tensor: torch.Tensor) -> dict[str, Any]:
     }
 
 
+def timed_output_entries(timed_outputs: list[tuple[int, Any]], share: bool) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+    """The reply entries for a timing request's outputs, and the leaves to keep alive.
+
+    With ``share``, CUDA outputs go by IPC handle instead of by value; the process must hold
+    the returned leaves until the evaluator has opened them.
+    """
+    entries, held = [], []
+    for seed, output in timed_outputs:
+        structure, leaves = flatten_outputs(output)
+        entry = {"seed": seed, "structure": structure, "outputs": [x if type(x) is torch.Tensor else None for x in leaves]}
+        if share:
+            entry["shared"] = [share_cuda_tensor(x) if type(x) is torch.Tensor and x.is_cuda and x.numel() else None for x in leaves]
+            entry["outputs"] = [None for _ in leaves]
+            held.append(leaves)
+        entries.append(entry)
+    return entries, held
+
+
 def open_shared_cuda_tensor(description: dict[str, Any]) -> torch.Tensor:
     """Copy the tensor another process shared with :func:`share_cuda_tensor`.
 

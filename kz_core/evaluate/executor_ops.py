@@ -171,7 +171,7 @@ class ExecutorOps:
 
     def op_time_plan(self, request: dict[str, Any]) -> dict[str, Any]:
         """Time the default plan's replay (graph replays on a GPU) on the timing seeds."""
-        from kz_core.evaluate.execution import flatten_outputs, share_cuda_tensor, synchronize
+        from kz_core.evaluate.execution import synchronize, timed_output_entries
 
         replay = self.plans.get(request["plan"])
         if replay is None:
@@ -179,17 +179,7 @@ class ExecutorOps:
         try:
             timed = self.time_forward(replay, self.problem, request)
             synchronize(self.device)
-            outputs = []
-            held = []
-            for seed, output in timed.outputs:
-                structure, leaves = flatten_outputs(output)
-                entry = {"seed": seed, "structure": structure, "outputs": [x if type(x) is self.torch.Tensor else None for x in leaves]}
-                if request.get("share"):
-                    entry["shared"] = [share_cuda_tensor(x) if type(x) is self.torch.Tensor and x.is_cuda and x.numel() else None for x in leaves]
-                    entry["outputs"] = [None for _ in leaves]
-                    held.append(leaves)
-                outputs.append(entry)
-            self.held = held
+            outputs, self.held = timed_output_entries(timed.outputs, bool(request.get("share")))
         except BaseException as exc:  # noqa: BLE001
             return error_reply("timing", exc)
         return {"ok": True, "stats": timed.stats, "timed_outputs": outputs, "compute_ops": [], "retire": timed.dirty}

@@ -142,6 +142,24 @@ def _new_uid() -> int:
     return (1 << 30) + secrets.randbelow(1 << 29)
 
 
+def _spawn(module_args: list[str], child_sock: socket.socket, env: dict[str, str], cwd: Path, log_path: Path) -> subprocess.Popen:
+    """``python -m`` a kz module in its own session, handing it ``child_sock`` (closed here)."""
+    with open(log_path, "wb") as log:
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-m", *module_args],
+                pass_fds=[child_sock.fileno()],
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            child_sock.close()
+
+
 class ZygoteProcess:
     """The zygote of one evaluator and device (``kz_core/evaluate/zygote.py``), parent side.
 
@@ -160,20 +178,7 @@ class ZygoteProcess:
         # One thread per library in the zygote: a process with threads cannot fork safely.
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
         env["HOME"] = str(settings.scratch_root)
-        with open(self.log_path, "wb") as log:
-            try:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "kz_core.evaluate.zygote", str(child_sock.fileno()), device],
-                    pass_fds=[child_sock.fileno()],
-                    env=env,
-                    cwd=settings.scratch_root,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            finally:
-                child_sock.close()
+        self.process = _spawn(["kz_core.evaluate.zygote", str(child_sock.fileno()), device], child_sock, env, settings.scratch_root, self.log_path)
         try:
             self.sock.settimeout(settings.start_timeout_s)
             hello = self._recv()
@@ -336,20 +341,7 @@ class WorkerProcess:
                     child_sock.close()
                 self.process: Any = _ForkedProcess(pid, zygote)
             else:
-                with open(self.log_path, "wb") as log:
-                    try:
-                        self.process = subprocess.Popen(
-                            [sys.executable, "-m", "kz_core.evaluate.worker", str(child_sock.fileno())],
-                            pass_fds=[child_sock.fileno()],
-                            env=env,
-                            cwd=self.scratch,
-                            stdin=subprocess.DEVNULL,
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                        )
-                    finally:
-                        child_sock.close()
+                self.process = _spawn(["kz_core.evaluate.worker", str(child_sock.fileno())], child_sock, env, self.scratch, self.log_path)
                 self.worker_pid = self.process.pid
         except BaseException:
             with contextlib.suppress(OSError):

@@ -169,3 +169,21 @@ def test_a_reply_that_reports_a_fatal_cuda_error_retires_its_worker():
     failed = Worker({"ok": False, "stage": "run", "message": "AcceleratorError: CUDA error: an illegal memory access", "cuda_error": True})
     reply, failure = call_worker(failed, {"op": "trials"}, 10, "correctness trials")
     assert failure is not None and failure.check == "runtime_error" and failed.killed == 1
+
+
+def test_a_backend_without_trusted_kernels_is_checked_and_timed_in_its_sandbox_and_says_so(example_problems):
+    """Backends whose plugin has no ``backend_kernels`` (cuda_inline, third parties) take
+    the older path: the candidate's own sandboxed process runs the trials and the timing,
+    and the result carries the ``unverified_execution`` warning."""
+    import attrs
+
+    with Evaluator(example_problems, eval_config("eval.run_timeout_s=60")) as evaluator:
+        evaluator.backends["triton"] = attrs.evolve(evaluator.backends["triton"], trusted_kernels=False)
+        good, wrong = evaluator.evaluate([
+            Candidate("1_vector_add", "triton", GOOD, sample_id="good"),
+            Candidate("1_vector_add", "triton", GOOD.replace("a + b, mask=mask", "a - b, mask=mask"), sample_id="wrong"),
+        ])
+    assert good.verdict is Verdict.CORRECT, good.message
+    assert "unverified_execution" in [f.check for f in good.findings]
+    assert good.runtime is not None and good.runtime.median_ms > 0
+    assert wrong.verdict is not Verdict.CORRECT
