@@ -221,7 +221,9 @@ def test_kz_train_killed_mid_round_resumes_without_redoing_finished_work(tmp_pat
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     state = json.loads((run / STATE_FILE).read_text())
-    assert finished_phases(state, 1) == ["proposer", "pool", "frontier"]
+    # The smoke preset skips expert iteration (expert_samples 0), a phase that finishes as
+    # soon as it starts: the kill may come before or after it is recorded.
+    assert finished_phases(state, 1) in (["proposer", "pool", "frontier"], ["proposer", "pool", "frontier", "expert"])
     assert not (run / "rounds.jsonl").exists()
     with Journal(run / "journal.sqlite") as journal:
         frontier_rows = len(journal)
