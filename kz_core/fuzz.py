@@ -277,12 +277,10 @@ class FuzzSession:
         self._release_worker()
         self._lease = self.evaluator._candidate_pool.acquire()
         worker = self._lease.__enter__()
-        request = {"op": "load", "candidate": attrs.asdict(self.candidate), "problem": problem_payload(self.problem), "init_seed": self.evaluator.seeds.init}
-        reply, failure = call_worker(worker, request, self.evaluator.config.compile_timeout_s, "compile")
-        if failure is not None or reply is None or reply.get("failure"):
-            message = failure.message if failure is not None else (reply or {}).get("failure", {}).get("message", "no reply")
+        _, failure = self.evaluator._load(worker, self.candidate, self.problem)
+        if failure is not None:
             self._release_worker()
-            raise RuntimeError(f"the candidate does not load, so it cannot be fuzzed: {message}")
+            raise RuntimeError(f"the candidate does not load, so it cannot be fuzzed: {failure.message}")
         self._worker = worker
         return worker
 

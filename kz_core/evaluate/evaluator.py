@@ -42,7 +42,7 @@ from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.correctness import TOLERANCE_TABLES
 from kz_core.evaluate.journal import Journal, result_key
 from kz_core.evaluate.plans import plan_compute_ops, plan_drift
-from kz_core.evaluate.replies import ReplyError, validate_execution, validate_timed, validate_trials
+from kz_core.evaluate.replies import ReplyError, validate_execution, validate_load, validate_timed, validate_trials
 from kz_core.evaluate.judge import (
     decide_verdict,
     judge_timed_outputs,
@@ -387,38 +387,22 @@ class Evaluator:
         compile_only: bool = False,
     ) -> EvalResult:
         environment = self._environment()
-        request = {
-            "op": "load",
-            "candidate": attrs.asdict(candidate),
-            "problem": problem_payload(problem),
-            "init_seed": self.seeds.init,
-        }
         load_started = time.perf_counter()
-        reply, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile")
+        reply, failure = self._load(worker, candidate, problem)
         timings = attrs.evolve(timings, compile_s=time.perf_counter() - load_started)
-        if failure is not None or reply is None:
-            return self._retire(worker, self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment))
-        if reply.get("failure"):
-            compile_failure = reply["failure"]
-            message = compile_failure["message"] + (f"\n{compile_failure['log']}" if compile_failure.get("log") else "")
-            if compile_failure["verdict"] == Verdict.FORMAT_ERROR.value:
-                check = "syntax_error" if "syntax" in compile_failure["message"] else "no_model_new"
-            elif compile_failure["verdict"] == Verdict.RUNTIME_ERROR.value:
-                check = "not_run"  # this machine cannot compile it (no toolchain): not the candidate's fault
-            else:
-                check = "compile_error"
-            findings.append(Finding(check, message, line=compile_failure.get("line")))
-            return self._finish(candidate, problem, findings, started, timings=timings, environment=environment)
-        findings += [Finding("backend", note, Severity.INFO) for note in reply.get("notes", [])]
-        if reply.get("threads_started", 0) > 0:
+        if failure is not None:
+            result = self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
+            return result if reply is not None else self._retire(worker, result)  # a compile failure leaves its worker clean
+        findings += [Finding("backend", note, Severity.INFO) for note in reply["notes"]]
+        if reply["threads_started"] > 0:
             findings.append(Finding("thread_or_stream", "loading the candidate started threads"))
-        if reply.get("streams_created", 0) > 0:
+        if reply["streams_created"] > 0:
             findings.append(Finding("thread_or_stream", "loading the candidate created CUDA streams; kernels must run on the caller's stream"))
         info = self.backends.get(candidate.backend)
         cannot_run = self.device == "cpu" and info is not None and not info.runs_on_cpu
         if compile_only or cannot_run:  # nothing runs: no reference was computed either
             if cannot_run and not compile_only:
-                notes = "; ".join(reply.get("notes", [])) or "compiled"
+                notes = "; ".join(reply["notes"]) or "compiled"
                 findings.append(Finding("not_run", f"{notes}; not run: backend {candidate.backend!r} needs a GPU (use --device cuda)"))
             call_worker(worker, {"op": "unload"}, 60, "unload")
             return self._finish(candidate, problem, findings, started, timings=timings, environment=environment)
@@ -431,9 +415,24 @@ class Evaluator:
             timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
             return self._run_loaded(worker, candidate, problem, reference, findings, timings, started, environment)
 
-    # -- the verified path: record in the candidate's process, replay in an executor -----
+    def _load(self, worker: WorkerProcess, candidate: Candidate, problem: Problem) -> tuple[dict[str, Any] | None, Finding | None]:
+        """Load ``candidate`` in a candidate worker: ``(reply, None)`` when it loaded;
+        ``(reply, finding)`` when it did not compile (the worker is clean); ``(None,
+        finding)`` when the call failed or the reply is malformed (the worker is not)."""
+        request = {"op": "load", "candidate": attrs.asdict(candidate), "problem": problem_payload(problem), "init_seed": self.seeds.init}
+        reply, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile")
+        if failure is not None or reply is None:
+            return None, failure
+        try:
+            reply = validate_load(reply)
+        except ReplyError as exc:
+            return None, Finding("runtime_error", f"the candidate's reply is malformed: {exc}")
+        return reply, (self._load_failure(reply) if reply["failure"] else None)
 
-    def _load_failure(self, reply: dict[str, Any]) -> Finding:
+    @staticmethod
+    def _load_failure(reply: dict[str, Any]) -> Finding:
+        """The finding for a failed load (candidate worker, its reply checked by
+        ``validate_load``) or prepare (executor, which may name the finding)."""
         compile_failure = reply["failure"]
         message = compile_failure["message"] + (f"\n{compile_failure['log']}" if compile_failure.get("log") else "")
         if compile_failure.get("check"):
@@ -445,6 +444,8 @@ class Evaluator:
         else:
             check = "compile_error"
         return Finding(check, message, line=compile_failure.get("line"))
+
+    # -- the verified path: record in the candidate's process, replay in an executor -----
 
     def _evaluate_verified(
         self, candidate: Candidate, problem: Problem, reference: ReferenceRecord, findings: list[Finding], timings: StageTimings, started: float
@@ -465,17 +466,14 @@ class Evaluator:
             with self._gpu.shared(), self._candidate_pool.acquire() as worker:
                 timings = attrs.evolve(timings, waiting_s=time.perf_counter() - waiting_started)
                 load_started = time.perf_counter()
-                request = {"op": "load", "candidate": attrs.asdict(candidate), "problem": problem_payload(problem), "init_seed": self.seeds.init}
-                reply, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile")
-                if failure is None and reply is not None and not reply.get("failure"):
-                    findings += [Finding("backend", note, Severity.INFO) for note in reply.get("notes", [])]
+                reply, failure = self._load(worker, candidate, problem)
+                if failure is None:
+                    findings += [Finding("backend", note, Severity.INFO) for note in reply["notes"]]
                     reply, failure = call_worker(worker, self._record_request(problem, reference), self.config.compile_timeout_s + self.config.run_timeout_s, "recording forward")
                 timings = attrs.evolve(timings, compile_s=time.perf_counter() - load_started)
                 worker.kill()  # nothing of the candidate's runs from here on
             if failure is not None or reply is None:
                 return self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
-            if reply.get("failure"):
-                return self._finish(candidate, problem, findings + [self._load_failure(reply)], started, timings=timings, environment=environment)
             plans, constants, unreplayable = self._received_plans(reply)
             if unreplayable is not None:
                 return self._finish(candidate, problem, findings + [unreplayable], started, timings=timings, environment=environment)

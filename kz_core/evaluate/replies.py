@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kz_core.model import Verdict
+
 
 class ReplyError(ValueError):
     """A worker reply that does not have the expected shape (the message says where)."""
@@ -120,6 +122,29 @@ def validate_trials(reply: Any, seeds: set[int]) -> dict[str, Any]:
     streams = _expect(reply["kernel_streams"], list, "kernel_streams")
     if len(streams) > _MAX_LIST or not all(type(s) is int for s in streams):
         raise ReplyError("kernel_streams must be a list of integers")
+    return reply
+
+
+def validate_load(reply: Any) -> dict[str, Any]:
+    """A candidate worker's reply to ``load``: ``failure`` is None or says what failed
+    (never which finding that is: the evaluator decides), ``notes`` are the plugin's
+    words, and the counts of what loading started are integers."""
+    _expect(reply, dict, "the reply")
+    failure = reply.get("failure")
+    if failure is not None:
+        _expect(failure, dict, "failure")
+        _expect(failure.get("message"), str, "failure.message")
+        _expect(failure.setdefault("log", ""), str, "failure.log")
+        if failure.get("verdict") not in {v.value for v in Verdict}:
+            raise ReplyError("failure.verdict names no verdict")
+        if failure.setdefault("line", None) is not None and type(failure["line"]) is not int:
+            raise ReplyError("failure.line must be an integer or null")
+        if "check" in failure:
+            raise ReplyError("failure.check: a candidate's process does not name its findings")
+    _strings(reply.setdefault("notes", []), "notes")
+    for key in ("threads_started", "streams_created"):
+        if type(reply.setdefault(key, 0)) is not int:
+            raise ReplyError(f"{key} must be an integer")
     return reply
 
 
