@@ -69,7 +69,8 @@ def train_policy(role: str, items: Sequence[Any], config: KzConfig, run_dir: Pat
 
             from kz_policy_hf.sft import train_sft
 
-            summary = train_sft(config, run_dir, Dataset.from_list([{"prompt": row["prompt"], "completion": row["completion"]} for row in items]))
+            # The Coder's model, whatever sft.role says (it selects rows for kz train sft).
+            summary = train_sft(config, run_dir, Dataset.from_list([{"prompt": row["prompt"], "completion": row["completion"]} for row in items]), role="coder")
             summary["reward_wait_s"] = 0.0
             role = "coder"
         else:

@@ -119,11 +119,13 @@ def _loss_callback(path: Path) -> Any:
     return LossToJsonl()
 
 
-def train_sft(config: Any, run_dir: Path, rows: Any = None) -> dict[str, Any]:
+def train_sft(config: Any, run_dir: Path, rows: Any = None, role: str = "") -> dict[str, Any]:
     """Fine-tune the policy on chat pairs; returns a summary of the run.
 
     :param rows: a ``datasets.Dataset`` of ``prompt`` and ``completion`` (expert
         iteration); None: read ``sft.data`` with the ``sft`` section's filters.
+    :param role: whose model is fine-tuned (``coder`` or ``proposer``); empty: the one
+        ``sft.role`` names (the Coder's for ``both``).
     :raises PolicyError: a bad option or file, or a model that cannot be loaded.
     """
     from trl import SFTTrainer
@@ -131,7 +133,7 @@ def train_sft(config: Any, run_dir: Path, rows: Any = None) -> dict[str, Any]:
     sft = config.sft
     if rows is None:
         rows = sft_rows(sft.data, sft.role, sft.split, list(sft.backends))
-    role = "proposer" if sft.role == "proposer" else "coder"
+    role = role or ("proposer" if sft.role == "proposer" else "coder")
     on_gpu = resolve_device(config.policy.device).type == "cuda"
     model, tokenizer = _load_for_training(config, role)
     peft_config = None

@@ -81,7 +81,8 @@ def test_train_policy_fine_tunes_the_coder_for_expert_iteration(tmp_path):
     from kz_core.plugins import get_plugin_manager
 
     rows = [json.loads(line) for line in write_pairs(tmp_path / "pairs.jsonl").read_text().splitlines()][:2]
-    config = load_config(None, ["policy.model=embedded:tiny", "sft.max_steps=1", "sft.per_device_train_batch_size=2", "sft.max_length=256"])
+    # sft.role selects rows for kz train sft; expert iteration fine-tunes the Coder's model whatever it says.
+    config = load_config(None, ["policy.model=embedded:tiny", "policy.proposer_model=no/such-model", "sft.role=proposer", "sft.max_steps=1", "sft.per_device_train_batch_size=2", "sft.max_length=256"])
     summary = get_plugin_manager().hook.train_policy(role="coder_sft", items=rows, config=config, run_dir=tmp_path / "expert")
     assert isinstance(summary, TrainingSummary) and summary.role == "coder" and summary.steps == 1
     assert Path(summary.model_path, "config.json").is_file()
