@@ -616,20 +616,9 @@ class Evaluator:
         except ReplyError as exc:
             executor.kill()
             return self._finish(candidate, problem, findings + [Finding("runtime_error", f"the executor's reply is malformed: {exc}")], started, timings=timings, environment=environment)
-        trial_findings, max_abs, max_rel, launches = judge_trials(
-            problem, reference.trials, reply, pm=self.pm, tolerance_table=self.config.tolerance, atol=self.config.atol, rtol=self.config.rtol, guards=self.config.guards
-        )
-        findings += trial_findings
-        findings.append(
-            Finding(
-                "reference_tf32",
-                f"references computed with TF32 {'on' if self.config.reference_tf32 else 'off (exact fp32 matmuls and convolutions)'}",
-                Severity.INFO,
-            )
-        )
-        fields: dict[str, Any] = dict(timings=timings, environment=environment, max_abs_error=max_abs, max_rel_error=max_rel, launches=launches)
+        fields = self._judge(problem, reference, reply, findings, timings, environment)
         if decide_verdict(findings) is Verdict.CORRECT and self.config.fuzz > 0:
-            findings += self._fuzz_verified(executor, problem, candidate)
+            findings += self._fuzz(problem, candidate, executor=executor)
         if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
             fields.update(self._time(executor, problem, reference, findings, verified=True))
             fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None), baseline_s=fields.pop("baseline_s", None))
@@ -661,6 +650,27 @@ class Evaluator:
                 reply, failure = None, Finding("runtime_error", f"the candidate's reply is malformed: {exc}")
         if failure is not None or reply is None:
             return self._retire(worker, self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment))
+        fields = self._judge(problem, reference, reply, findings, timings, environment)
+        if decide_verdict(findings) is Verdict.CORRECT and self.config.fuzz > 0:
+            findings += self._fuzz(problem, candidate, worker=worker)
+        retire = False
+        if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
+            fields.update(self._time(worker, problem, reference, findings))
+            fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None), baseline_s=fields.pop("baseline_s", None))
+            retire = fields.pop("retire", False)
+        unload, _ = call_worker(worker, {"op": "unload"}, 60, "unload")
+        if retire:
+            worker.kill()  # a failed graph capture left its random generator unusable
+        if unload and unload.get("flags_changed"):
+            name, (before, after) = next(iter(unload["flags_changed"].items()))
+            findings.append(Finding("global_flags", f"the candidate changed {name} from {before} to {after}"))
+        result = self._finish(candidate, problem, findings, started, **fields)
+        return self._retire(worker, result) if result.verdict in _RETIRE_AFTER else result
+
+    def _judge(
+        self, problem: Problem, reference: ReferenceRecord, reply: dict[str, Any], findings: list[Finding], timings: StageTimings, environment: Environment
+    ) -> dict[str, Any]:
+        """Judge a checked trials reply into ``findings``; the result's fields so far."""
         trial_findings, max_abs, max_rel, launches = judge_trials(
             problem,
             reference.trials,
@@ -679,24 +689,7 @@ class Evaluator:
                 Severity.INFO,
             )
         )
-        fields: dict[str, Any] = dict(
-            timings=timings, environment=environment, max_abs_error=max_abs, max_rel_error=max_rel, launches=launches
-        )
-        if decide_verdict(findings) is Verdict.CORRECT and self.config.fuzz > 0:
-            findings += self._fuzz(worker, problem, candidate)
-        retire = False
-        if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
-            fields.update(self._time(worker, problem, reference, findings))
-            fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None), baseline_s=fields.pop("baseline_s", None))
-            retire = fields.pop("retire", False)
-        unload, _ = call_worker(worker, {"op": "unload"}, 60, "unload")
-        if retire:
-            worker.kill()  # a failed graph capture left its random generator unusable
-        if unload and unload.get("flags_changed"):
-            name, (before, after) = next(iter(unload["flags_changed"].items()))
-            findings.append(Finding("global_flags", f"the candidate changed {name} from {before} to {after}"))
-        result = self._finish(candidate, problem, findings, started, **fields)
-        return self._retire(worker, result) if result.verdict in _RETIRE_AFTER else result
+        return dict(timings=timings, environment=environment, max_abs_error=max_abs, max_rel_error=max_rel, launches=launches)
 
     def _trials(self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord) -> tuple[dict[str, Any] | None, Finding | None]:
         """Run the correctness trials; outputs too large to move are compared on the GPU."""
@@ -729,25 +722,15 @@ class Evaluator:
             call_worker(worker, {"op": "release"}, 60, "release")
         return merged, None
 
-    def _fuzz(self, worker: WorkerProcess, problem: Problem, candidate: Candidate) -> list[Finding]:
-        """``eval.fuzz`` examples on the loaded candidate; a failure is a ``fuzz`` finding."""
+    def _fuzz(self, problem: Problem, candidate: Candidate, worker: WorkerProcess | None = None, executor: WorkerProcess | None = None) -> list[Finding]:
+        """``eval.fuzz`` examples; a failure is a ``fuzz`` finding. With ``worker``: on the
+        candidate loaded there. With ``executor``: plans recorded in a new candidate worker
+        (alive only while the GPU is held shared), replayed in this candidate's executor."""
         from kz_core.fuzz import FuzzSession
 
-        with FuzzSession(problem, candidate, evaluator=self, worker=worker) as session:
-            report = session.run(self.config.fuzz)
-        if report.failure:
-            return [Finding("fuzz", f"failed a fuzz example after {report.examples} examples, shrunk to the smallest: {report.failure}")]
-        if report.error:
-            return [Finding("fuzz_skipped", f"fuzzing could not run: {report.error}", Severity.WARNING)]
-        return [Finding("fuzz", f"passed {report.examples} fuzz examples ({report.discarded} discarded)", Severity.INFO)]
-
-    def _fuzz_verified(self, executor: WorkerProcess, problem: Problem, candidate: Candidate) -> list[Finding]:
-        """``eval.fuzz`` examples: plans recorded in a new candidate worker (alive only
-        while the GPU is held shared), replayed in this candidate's executor."""
-        from kz_core.fuzz import FuzzSession
-
-        with self._gpu.shared(), FuzzSession(problem, candidate, evaluator=self, executor=executor) as session:
-            report = session.run(self.config.fuzz)
+        with self._gpu.shared() if executor is not None else contextlib.nullcontext():
+            with FuzzSession(problem, candidate, evaluator=self, worker=worker, executor=executor) as session:
+                report = session.run(self.config.fuzz)
         if report.failure:
             return [Finding("fuzz", f"failed a fuzz example after {report.examples} examples, shrunk to the smallest: {report.failure}")]
         if report.error:
