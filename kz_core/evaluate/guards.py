@@ -123,15 +123,17 @@ def _harmless_call(node: ast.AST) -> bool:
 
 def _handler_computes(handler: ast.ExceptHandler) -> bool:
     """A handler that does more than re-raise, pass, log or set a plain value is a
-    fallback path. An import guard (``except ImportError``) never is, and neither is a
-    default such as ``except Exception: return 4`` around reading the device's SM count."""
+    fallback path. An import guard (``except ImportError``) may also import something
+    else, and a default such as ``except Exception: return 4`` around reading the
+    device's SM count is not one; ``except ImportError: return torch.relu(x)`` is."""
     caught = handler.type
     names = [caught] if not isinstance(caught, ast.Tuple) else list(caught.elts)
-    if caught is not None and all(isinstance(n, ast.Name) and n.id in _GUARD_EXCEPTIONS for n in names):
-        return False
+    import_guard = caught is not None and all(isinstance(n, ast.Name) and n.id in _GUARD_EXCEPTIONS for n in names)
     for stmt in handler.body:
         if isinstance(stmt, (ast.Raise, ast.Pass, ast.Break, ast.Continue)):
             continue
+        if import_guard and isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            continue  # ``except ImportError: from triton.language.extra.cuda import libdevice``
         if isinstance(stmt, ast.Expr) and (isinstance(stmt.value, ast.Constant) or _harmless_call(stmt.value)):
             continue
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _plain_value(stmt.value):
@@ -143,16 +145,33 @@ def _handler_computes(handler: ast.ExceptHandler) -> bool:
 
 
 def without_main_block(tree: ast.Module) -> ast.Module:
-    """The module without its ``if __name__ == "__main__":`` blocks, which never run when
-    the candidate is loaded (a local test there may seed, print or call torch)."""
+    """The module without the body of its ``if __name__ == "__main__":`` blocks, which
+    never runs when the candidate is loaded (a local test there may seed, print or call
+    torch). Only that exact test is stripped; an ``else`` branch stays, and nothing is
+    stripped from a module that assigns ``__name__`` itself."""
 
     def is_main_block(node: ast.AST) -> bool:
         if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
             return False
-        sides = [node.test.left, *node.test.comparators]
+        test = node.test
+        if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+            return False
+        sides = [test.left, test.comparators[0]]
         return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
 
-    tree.body = [node for node in tree.body if not is_main_block(node)]
+    def assigns_name(node: ast.AST) -> bool:
+        if isinstance(node, ast.Name) and node.id == "__name__" and not isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and "__name__" in node.names:
+            return True
+        return isinstance(node, (ast.Import, ast.ImportFrom)) and any((alias.asname or alias.name) == "__name__" for alias in node.names)
+
+    if any(assigns_name(node) for node in ast.walk(tree)):
+        return tree
+    body: list[ast.stmt] = []
+    for node in tree.body:
+        body.extend(node.orelse if is_main_block(node) else [node])
+    tree.body = body
     return tree
 
 

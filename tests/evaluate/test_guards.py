@@ -57,6 +57,41 @@ def test_reraising_handlers_are_not_fallbacks():
     assert errors(code) == []
 
 
+MODEL_WITH_FALLBACK = """
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            try:
+                return k(x)
+            except Exception:
+                return torch.relu(x)
+"""
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'if __name__ == "__main__":\n    pass\nelse:' + MODEL_WITH_FALLBACK,
+        'if __name__ != "__main__":' + MODEL_WITH_FALLBACK,
+        '__name__ = "__main__"\nif __name__ == "__main__":' + MODEL_WITH_FALLBACK,
+    ],
+    ids=["else_branch", "not_equal", "assigned_name"],
+)
+def test_only_a_real_main_block_is_skipped(code):
+    assert "try_except_fallback" in errors(code)
+
+
+def test_main_block_body_is_skipped():
+    code = 'class ModelNew(nn.Module):\n    pass\nif __name__ == "__main__":\n    torch.manual_seed(0)\n'
+    assert errors(code) == []
+
+
+def test_import_guards_may_import_but_not_compute():
+    guard = "try:\n    from triton.language.extra import libdevice\nexcept ImportError:\n    from triton.language.extra.cuda import libdevice\nclass ModelNew(nn.Module):\n    pass\n"
+    assert errors(guard) == []
+    fallback = "class ModelNew(nn.Module):\n    def forward(self, x):\n        try:\n            return k(x)\n        except ImportError:\n            return torch.relu(x)\n"
+    assert "try_except_fallback" in errors(fallback)
+
+
 def test_verdict_precedence():
     def f(check: str, severity: Severity = Severity.ERROR) -> Finding:
         return Finding(check, "", severity)
