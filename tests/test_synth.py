@@ -90,6 +90,17 @@ def test_the_heldout_split_is_disjoint_by_family_and_datasets_loads_it(synthesiz
     assert len(loaded) == len(rows) and loaded[0]["prompt"][0]["role"] == "system"
 
 
+def test_each_split_has_a_problem_file_that_problem_sources_read(synthesized):
+    from kz_core.problems import load_problems
+
+    _, report, rows, _ = synthesized
+    assert set(report.problem_files) == {"train", "heldout"}
+    for split, path in report.problem_files.items():
+        loaded = load_problems(path)
+        assert not loaded.errors
+        assert {p.name for p in loaded.problems} == {r["problem"] for r in rows if r["split"] == split}
+
+
 def test_kz_data_synth_command(tmp_path):
     env = {**os.environ, "COLUMNS": "200"}
     ok = subprocess.run([sys.executable, "-m", "kz_core.cli", "data", "synth", "--n", "3", "--backends", "triton", "--no-proposer", "--json", f"run.root={tmp_path}", "eval.workers=1", "eval.device=cpu"], capture_output=True, text=True, cwd=tmp_path, env=env)

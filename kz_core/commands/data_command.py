@@ -94,14 +94,14 @@ def register_commands(cli):
                     config, count=count, out=out, seed=seed, backends=wanted, families=chosen, heldout=held,
                     proposer=not no_proposer, per_structure=per_structure, progress=progress,
                 )
-            except ValueError as exc:
-                raise KzUsageError(str(exc)) from exc
-            except EvaluatorError as exc:
+            except (ValueError, EvaluatorError) as exc:
                 raise KzUsageError(str(exc)) from exc
         if as_json:
             click.echo(json.dumps(to_json_dict(report), indent=2))
         else:
             stdout.print(report_table(report))
         stderr.print(f"pairs: {out}", highlight=False)
+        for split, path in report.problem_files.items():
+            stderr.print(f"{split} problems (for kz generate -p, kz train coder -p): {path}", highlight=False)
         if report.rows == 0:
             raise SystemExit(1)

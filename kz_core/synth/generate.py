@@ -48,6 +48,9 @@ class SynthReport:
     by_family: dict[str, int]
     by_split: dict[str, int]
     seconds: float
+    #: split -> a problems JSONL (``name``, ``code``, ``family``) of the problems with a kept
+    #: pair, beside ``out``: what ``kz generate -p`` and ``kz train coder -p`` read.
+    problem_files: dict[str, str] = attrs.field(factory=dict)
 
 
 def _messages(prompt: Any) -> list[dict[str, str]]:
@@ -197,6 +200,12 @@ def synthesize_dataset(
     with out.open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row) + "\n")
+    problem_files = {}
+    for split in sorted({row["split"] for row in rows}):
+        kept = sorted({row["problem"]: row for row in rows if row["split"] == split}.items())
+        path = out.with_name(f"{out.stem}.{split}-problems.jsonl")
+        path.write_text("".join(json.dumps({"name": name, "code": row["problem_code"], "family": row["family"]}) + "\n" for name, row in kept), encoding="utf-8")
+        problem_files[split] = str(path)
     return SynthReport(
         out=str(out),
         rows=len(rows),
@@ -209,4 +218,5 @@ def synthesize_dataset(
         by_family=dict(Counter(r["family"] for r in rows)),
         by_split=dict(Counter(r["split"] for r in rows)),
         seconds=time.perf_counter() - started,
+        problem_files=problem_files,
     )
