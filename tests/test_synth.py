@@ -99,6 +99,8 @@ def test_each_split_has_a_problem_file_that_problem_sources_read(synthesized):
         loaded = load_problems(path)
         assert not loaded.errors
         assert {p.name for p in loaded.problems} == {r["problem"] for r in rows if r["split"] == split}
+        assert [p.problem_id for p in loaded.problems] == list(range(1, len(loaded.problems) + 1))
+        assert len(load_problems(path, ids="1-2").problems) == min(2, len(loaded.problems))
 
 
 def test_kz_data_synth_command(tmp_path):

@@ -48,8 +48,9 @@ class SynthReport:
     by_family: dict[str, int]
     by_split: dict[str, int]
     seconds: float
-    #: split -> a problems JSONL (``name``, ``code``, ``family``) of the problems with a kept
-    #: pair, beside ``out``: what ``kz generate -p`` and ``kz train coder -p`` read.
+    #: split -> a problems JSONL (``name``, ``code``, ``problem_id`` from 1, ``family``) of the
+    #: problems with a kept pair, beside ``out``: what ``kz generate -p`` and ``kz train
+    #: coder -p`` read (``problems.ids=1-40`` takes the first 40).
     problem_files: dict[str, str] = attrs.field(factory=dict)
 
 
@@ -204,7 +205,10 @@ def synthesize_dataset(
     for split in sorted({row["split"] for row in rows}):
         kept = sorted({row["problem"]: row for row in rows if row["split"] == split}.items())
         path = out.with_name(f"{out.stem}.{split}-problems.jsonl")
-        path.write_text("".join(json.dumps({"name": name, "code": row["problem_code"], "family": row["family"]}) + "\n" for name, row in kept), encoding="utf-8")
+        path.write_text(
+            "".join(json.dumps({"name": name, "code": row["problem_code"], "problem_id": i, "family": row["family"]}) + "\n" for i, (name, row) in enumerate(kept, 1)),
+            encoding="utf-8",
+        )
         problem_files[split] = str(path)
     return SynthReport(
         out=str(out),

@@ -64,6 +64,22 @@ def test_every_honest_example_candidate_is_correct(example_results):
         assert result.max_abs_error is not None and result.max_abs_error < 1e-3
 
 
+@pytest.fixture(scope="module")
+def cheat_gpu_results(gpu_evaluator):
+    return {r.sample_id: r for r in gpu_evaluator.evaluate([cheat_candidate(p) for p in RUNNABLE])}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", RUNNABLE, ids=cheat_id)
+def test_cheat_is_caught_on_the_gpu(path, cheat_gpu_results):
+    """Every cheat of the CPU suite, judged again through the GPU path (graph timing, the
+    executor's replay on the device): none may be correct there either."""
+    result = cheat_gpu_results[cheat_id(path)]
+    assert result.verdict is not Verdict.CORRECT, f"{path.stem} fooled the evaluator on the GPU"
+    errors = {f.check for f in result.findings if f.severity is Severity.ERROR}
+    assert errors, result.message
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("path", GPU_CHEATS, ids=cheat_id)
 def test_gpu_cheat_is_caught(path, gpu_evaluator):

@@ -58,3 +58,19 @@ def test_honest_candidate_is_correct(path, honest_results):
     assert result.verdict is Verdict.CORRECT, f"{path.stem} judged {result.verdict.value}: {result.message} {errors}"
     assert result.launches and result.launches > 0
     assert result.max_abs_error is not None and result.max_abs_error < 1e-3
+
+
+@pytest.fixture(scope="module")
+def honest_gpu_results(gpu_evaluator):
+    return {r.sample_id: r for r in gpu_evaluator.evaluate([honest_candidate(p) for p in honest_paths()])}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", honest_paths(), ids=lambda p: p.stem)
+def test_honest_candidate_is_correct_on_the_gpu(path, honest_gpu_results):
+    """The same kernels through the GPU path: CUDA-graph timing, the trusted executor's
+    replay on the device; a speedup is measured for each."""
+    result = honest_gpu_results[f"honest/{path.stem}"]
+    errors = [f"{f.check}: {f.message}" for f in result.findings if f.severity is Severity.ERROR]
+    assert result.verdict is Verdict.CORRECT, f"{path.stem} judged {result.verdict.value}: {result.message} {errors}"
+    assert result.runtime is not None and result.runtime.clock != "cpu"
