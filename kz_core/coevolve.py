@@ -84,14 +84,25 @@ def initial_models(config: Any) -> dict[str, str]:
     return {"coder": coder, "proposer": proposer}
 
 
+def initial_adapters(config: Any) -> dict[str, str]:
+    """The LoRA adapters merged into the starting models (``policy.adapter``,
+    ``policy.proposer_adapter``); a role's adapter is dropped once that role is trained,
+    its checkpoint holding the merged weights."""
+    coder = config.policy.adapter
+    own = not config.coevolve.shared_model and bool(config.policy.proposer_model)
+    return {"coder": coder, "proposer": config.policy.proposer_adapter if own else coder}
+
+
 def load_state(run_dir: Path, config: Any) -> dict[str, Any]:
     """The run's state, or a fresh one (no finished phase, the configured models)."""
     path = Path(run_dir) / STATE_FILE
     if path.is_file():
         state = json.loads(path.read_text(encoding="utf-8"))
         state.setdefault("rounds", {})
+        untrained = state.get("models") == initial_models(config)
+        state.setdefault("adapters", initial_adapters(config) if untrained else {"coder": "", "proposer": ""})
         return state
-    return {"version": 1, "seeded": False, "models": initial_models(config), "rounds": {}}
+    return {"version": 1, "seeded": False, "models": initial_models(config), "adapters": initial_adapters(config), "rounds": {}}
 
 
 def save_state(run_dir: Path, state: dict[str, Any]) -> None:
@@ -210,8 +221,9 @@ class Coevolution:
 
     def phase_config(self, steps: int | None = None, **sections: dict[str, Any]) -> Any:
         """The config with the current models (and ``train.max_steps`` when given)."""
-        models = self.state["models"]
-        layer: dict[str, Any] = {"policy": {"model": models["coder"], "proposer_model": models["proposer"]}, **sections}
+        models, adapters = self.state["models"], self.state["adapters"]
+        policy = {"model": models["coder"], "proposer_model": models["proposer"], "adapter": adapters["coder"], "proposer_adapter": adapters["proposer"]}
+        layer: dict[str, Any] = {"policy": policy, **sections}
         if steps is not None:
             layer["train"] = {"max_steps": steps}
         return OmegaConf.merge(self.config, layer)
@@ -226,10 +238,11 @@ class Coevolution:
         return summary
 
     def _set_model(self, role: str, path: str) -> None:
-        models = self.state["models"]
-        models[role] = path
+        models, adapters = self.state["models"], self.state["adapters"]
+        models[role], adapters[role] = path, ""  # a trained checkpoint holds its adapter's weights
         if self.config.coevolve.shared_model:
             models["coder"] = models["proposer"] = path
+            adapters["coder"] = adapters["proposer"] = ""
 
     # -- the run ----------------------------------------------------------------------------
 

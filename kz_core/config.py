@@ -67,6 +67,12 @@ class PolicyConfig:
     model: str = ""
     # Model for the Proposer; empty: the Coder's model, one model with two roles.
     proposer_model: str = ""
+    # A LoRA adapter folder merged into `model` before use (for the Proposer too when
+    # proposer_model is empty), e.g. `adapters/smollm2-synth` or `kz train sft`'s adapter/;
+    # empty: none.
+    adapter: str = ""
+    # A LoRA adapter folder merged into proposer_model (when that is set); empty: none.
+    proposer_adapter: str = ""
     # Torch device for sampling: `auto` (the first GPU, else the CPU), `cpu`, `cuda:N`.
     device: str = "auto"
     # Weights' dtype while sampling: `auto` (bfloat16 on a GPU, float32 on a CPU) or a

@@ -253,3 +253,20 @@ def test_kz_train_killed_mid_round_resumes_without_redoing_finished_work(tmp_pat
     with Journal(run / "journal.sqlite") as journal:
         assert len(journal) == frontier_rows + 4
     assert len(read_rounds(run)) == 1
+
+
+def test_an_adapter_stays_with_its_role_until_that_role_is_trained(tmp_path):
+    """policy.adapter is merged into the starting model; once a role is trained, its
+    checkpoint holds those weights and the adapter is not applied a second time."""
+    from kz_core.coevolve import Coevolution
+
+    config = scripted_config(tmp_path, "policy.adapter=adapters/a")
+    coevolution = Coevolution(config, tmp_path / "run", pm=object())
+    policy = coevolution.phase_config().policy
+    assert (policy.adapter, policy.proposer_adapter) == ("adapters/a", "adapters/a")
+    coevolution._set_model("proposer", "trained/proposer")
+    policy = coevolution.phase_config().policy
+    assert (policy.model, policy.adapter) == ("base", "adapters/a")
+    assert (policy.proposer_model, policy.proposer_adapter) == ("trained/proposer", "")
+    own = scripted_config(tmp_path, "policy.adapter=adapters/a", "policy.proposer_model=org/p", "policy.proposer_adapter=adapters/p")
+    assert Coevolution(own, tmp_path / "other", pm=object()).phase_config().policy.proposer_adapter == "adapters/p"

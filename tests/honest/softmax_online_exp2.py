@@ -1,12 +1,12 @@
 # problem: 3_row_softmax
-# style: an online (single-read) softmax in the FlashAttention manner with exp2 and a module-level LOG2E tl.constexpr, int64 row offsets, masks with other=-float('inf'), a launch mixing positional and keyword arguments with num_warps, .view(-1, n_cols) / out.view(x.shape), and a `__main__` block with a local check
+# style: an online (single-read) softmax in the FlashAttention manner with exp2 and a module-level LOG2E = tl.constexpr(...), int64 row offsets, masks with other=-float('inf'), a launch mixing positional and keyword arguments with num_warps, .view(-1, n_cols) / out.view(x.shape), and a `__main__` block with a local check
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
 
-LOG2E: tl.constexpr = 1.4426950408889634
+LOG2E = tl.constexpr(1.4426950408889634)  # Triton 3.6 compiles only globals built with tl.constexpr(...)
 
 
 @triton.jit

@@ -62,18 +62,27 @@ def model_source(config: PolicyConfig, role: str) -> str:
     :param config: the ``policy`` config section.
     :param role: ``"coder"`` or ``"proposer"``.
     :returns: ``config.proposer_model`` for the Proposer when set, else ``config.model``;
-        when that is empty, the embedded model's folder (converted on first use).
+        when that is empty, the embedded model's folder (converted on first use); with an
+        adapter (``config.adapter``, ``config.proposer_adapter`` for the Proposer's own
+        model), that model with the adapter merged in (merged on first use).
     :raises PolicyError: an unknown role, or the embedded model cannot be prepared.
     """
     if role not in ROLES:
         raise PolicyError(f"unknown policy role {role!r}: sample as one of {', '.join(ROLES)}")
-    chosen = config.proposer_model if role == "proposer" and config.proposer_model else config.model
-    chosen = (chosen or "").strip()
+    own_model = role == "proposer" and bool(config.proposer_model)
+    chosen = (config.proposer_model if own_model else config.model or "").strip()
     if chosen == "embedded:tiny":
         from kz_policy_hf.tiny import tiny_model_path
 
-        return str(tiny_model_path())
-    return chosen if chosen and chosen != "embedded:smollm2" else str(embedded_model_path())
+        source = str(tiny_model_path())
+    else:
+        source = chosen if chosen and chosen != "embedded:smollm2" else str(embedded_model_path())
+    adapter = ((config.proposer_adapter if own_model else config.adapter) or "").strip()
+    if adapter:
+        from kz_policy_hf.adapters import adapted_model_path
+
+        return str(adapted_model_path(source, adapter))
+    return source
 
 
 def resolve_device(name: str) -> torch.device:

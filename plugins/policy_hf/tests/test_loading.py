@@ -124,3 +124,38 @@ def test_loaded_once_and_reloaded_when_the_folder_changes(tiny_model_dir: Path, 
     config = folder / "config.json"
     os.utime(config, ns=(config.stat().st_atime_ns, config.stat().st_mtime_ns + 10**9))  # as if rewritten
     assert load_policy(str(folder), "cpu") is not first
+
+
+def test_an_adapter_is_merged_once_into_a_checkpoint(tmp_path: Path) -> None:
+    """policy.adapter: the LoRA adapter merged into the model gives the adapted model's
+    outputs; a second use reuses the merged folder; the Proposer's own model takes
+    policy.proposer_adapter instead."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = model_source(PolicyConfig(model="embedded:tiny"), "coder")
+    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(base), LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
+    with torch.no_grad():
+        for name, weight in peft_model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0, 0.5)  # a zero B (peft's initialisation) would change nothing
+    peft_model.save_pretrained(tmp_path / "adapter")
+    ids = torch.tensor([[3, 4, 5, 6]])
+    with torch.no_grad():
+        expected = peft_model(ids).logits
+        plain = AutoModelForCausalLM.from_pretrained(base)(ids).logits
+    config = PolicyConfig(model="embedded:tiny", adapter=str(tmp_path / "adapter"))
+    merged = model_source(config, "coder")
+    assert merged != base and model_source(config, "coder") == merged
+    assert model_source(config, "proposer") == merged
+    with torch.no_grad():
+        logits = AutoModelForCausalLM.from_pretrained(merged)(ids).logits
+    assert torch.allclose(logits, expected, atol=1e-4) and not torch.allclose(logits, plain, atol=1e-3)
+    own = PolicyConfig(model="embedded:tiny", adapter=str(tmp_path / "adapter"), proposer_model=base)
+    assert model_source(own, "proposer") == base
+    assert model_source(PolicyConfig(model="embedded:tiny", proposer_model=base, proposer_adapter=str(tmp_path / "adapter")), "proposer") == merged
+
+
+def test_a_folder_that_is_not_an_adapter_says_so(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="is not a LoRA adapter folder"):
+        model_source(PolicyConfig(model="embedded:tiny", adapter=str(tmp_path)), "coder")
