@@ -24,26 +24,40 @@ from loguru import logger
 
 _KEY_FILE = "rows.key"
 _key_lock = threading.Lock()
+_keys: dict[Path, bytes] = {}
 
 
 def _row_key() -> bytes:
-    """This user's secret for signing rows, in the kz cache folder (mode 0600)."""
+    """This user's secret for signing rows, in the kz cache folder (mode 0600), read once
+    per process. A new key is written whole under a temporary name and linked into place,
+    so that processes creating it at the same time all end up with the one that won."""
     from kz_core.paths import cache_dir
 
     path = cache_dir(create=True) / _KEY_FILE
     with _key_lock:
+        if path in _keys:
+            return _keys[path]
         try:
             key = path.read_bytes()
-            if len(key) == 32:
-                return key
-        except OSError:
-            pass
-        key = secrets.token_bytes(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, key)
-        finally:
-            os.close(fd)
+        except FileNotFoundError:
+            key = b""
+        if len(key) != 32:
+            if key:  # unreadable or cut short: nothing signed with it can be checked anyway
+                path.unlink(missing_ok=True)
+            partial = path.with_name(f".{_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, secrets.token_bytes(32))
+            finally:
+                os.close(fd)
+            try:
+                os.link(partial, path)
+            except FileExistsError:
+                pass  # another process linked its key first: use that one
+            finally:
+                partial.unlink(missing_ok=True)
+            key = path.read_bytes()
+        _keys[path] = key
         return key
 
 
