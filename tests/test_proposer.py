@@ -437,3 +437,19 @@ def test_kz_train_proposer_smoke_run_fills_the_pool_and_logs_metrics(tmp_path):
     with open_pool(tmp_path / "tp") as pool:
         assert len(pool) == 4 and {e.checkpoint for e in pool.entries()} == {"training call 1", "training call 2"}
     assert (tmp_path / "tp" / "final").is_dir()
+
+
+def test_an_unknown_isolation_mechanism_stops_the_validator_without_leaving_its_zygote():
+    import os
+    from pathlib import Path
+
+    from kz_core.config import load_config
+    from kz_core.proposer.validate import ModuleValidator
+
+    def children() -> set[str]:  # this process's child processes, from every thread
+        return {c for t in Path(f"/proc/{os.getpid()}/task").iterdir() for c in (t / "children").read_text().split()}
+
+    before = children()
+    with pytest.raises(ValueError, match="eval.isolation_off: unknown isolation mechanism"):
+        ModuleValidator(load_config(None, ["eval.device=cpu", "eval.isolation_off=[nonsense]"]))
+    assert children() <= before

@@ -263,7 +263,11 @@ class ModuleValidator:
         from kz_core.evaluate.sandbox import ZygoteProcess
 
         self.zygote = ZygoteProcess(self.device, self.settings)
-        self.zygote.support = self.zygote.support.without(eval_config.isolation_off)
+        try:
+            self.zygote.support = self.zygote.support.without(eval_config.isolation_off)
+        except ValueError as exc:
+            self.zygote.close()
+            raise ValueError(f"eval.isolation_off: {exc}") from exc
         self.pool = WorkerPool(self.device, "candidate", self.workers, self.settings, zygote=self.zygote)
         self.init_seed, self.seeds = secrets.randbits(31), [secrets.randbits(62), secrets.randbits(62)]
 
