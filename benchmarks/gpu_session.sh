@@ -50,7 +50,7 @@ setup() {
 }
 
 SYNTH=${KZ_SYNTH:-runs/curve-synth}
-CURVE_OPTS=(policy.one_shot=false policy.max_new_tokens=640 policy.batch_size=64)
+CURVE_OPTS=(policy.one_shot=false policy.max_new_tokens=640 policy.batch_size=64)  # prompts per generate call, each times n samples
 
 latest_model() {  # the final model of a training run, else its last checkpoint
   if [ -f "$RUNS/$1/final/config.json" ]; then echo "$RUNS/$1/final"; return; fi
@@ -59,8 +59,11 @@ latest_model() {  # the final model of a training run, else its last checkpoint
 
 curve_point() {  # curve_point LABEL MODEL [PROPOSER_MODEL]
   local proposer=${3:-$2}
-  stage "curve_$1" timeout "${KZ_CURVE_S:-150}" $PY benchmarks/learning_curve.py sample --label "$1" --out "$RUNS/curve" \
-    --heldout "$SYNTH/synth.heldout-problems.jsonl" --synth "$SYNTH/synth.jsonl" --kb .kb/problems.jsonl \
+  # 32 problems of each synthetic set and 14 of KernelBench, 8 samples each: 624 completions
+  # (one point of 1,040 did not fit 150 s on the H200 with transformers' generate).
+  stage "curve_$1" timeout "${KZ_CURVE_S:-240}" $PY benchmarks/learning_curve.py sample --label "$1" --out "$RUNS/curve" \
+    --heldout "$SYNTH/synth.heldout-problems.jsonl" --synth "$SYNTH/synth.jsonl" --kb .kb/problems.jsonl --limit "${KZ_CURVE_LIMIT:-32}" \
+    ${KZ_INDIST:+--indist "$KZ_INDIST"} \
     "${CURVE_OPTS[@]}" policy.model="$2" policy.proposer_model="$proposer"
 }
 

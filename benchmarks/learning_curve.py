@@ -4,16 +4,17 @@ A point is a model (the base model, after SFT, after CA-GRPO, after a co-evoluti
 ``sample`` draws, from that model, ``--n`` Coder samples per problem of two sets and one
 Proposer module per API set, and writes them under ``OUT/points/<label>/``; it needs the
 model, so it runs where the GPU is. ``judge`` evaluates what was sampled, point by point,
-with the sandboxed evaluator (``heldout``: the synthetic held-out split, small enough for
-Triton's interpreter on a CPU; ``kb``: KernelBench level-1 problems at their published
-sizes, for a GPU) and module validation (``proposer``), and writes one line per point and
+with the sandboxed evaluator (``heldout``: the synthetic held-out split, op families never
+trained on; ``indist``: new draws of the trained families; both small enough for Triton's
+interpreter on a CPU; ``kb``: KernelBench level-1 problems at their published sizes, for a
+GPU) and module validation (``proposer``), and writes one line per point and
 set to ``OUT/curve.jsonl``: samples, format-error rate, pass@1, pass@n, verdicts; for the
 Proposer, the share of valid modules. ``kz report OUT`` plots it. Usage:
 
     python benchmarks/learning_curve.py sample --label base --out runs/curve \\
         --heldout runs/curve-synth/synth.heldout-problems.jsonl --synth runs/curve-synth/synth.jsonl \\
         --kb .kb/problems.jsonl policy.model=... policy.one_shot=false
-    python benchmarks/learning_curve.py judge --out runs/curve --sets heldout,proposer -d cpu
+    python benchmarks/learning_curve.py judge --out runs/curve --sets heldout,indist,proposer -d cpu
     python benchmarks/learning_curve.py judge --out runs/curve --sets kb -d cuda
 
 The easy KernelBench list is level 1, problems 19-32 (``--kb-ids``): ReLU, LeakyReLU,
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SETS = ("heldout", "kb", "proposer")
+SETS = ("heldout", "indist", "kb", "proposer")
 
 
 def _config(overrides: list[str]) -> Any:
@@ -59,7 +60,8 @@ def sample(args: argparse.Namespace) -> None:
     pm = get_plugin_manager()
     folder = Path(args.out) / "points" / args.label
     meta = {"label": args.label, "model": config.policy.model or "embedded:smollm2", "n": args.n, "seconds": {}}
-    sets = [("heldout", args.heldout, None, ""), ("kb", args.kb, 1, args.kb_ids)]
+    first = f"1-{args.limit}" if args.limit else ""
+    sets = [("heldout", args.heldout, None, first), ("indist", args.indist, None, first), ("kb", args.kb, 1, args.kb_ids)]
     for name, source, level, ids in sets:
         if not source:
             continue
@@ -172,6 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--label", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--heldout", default="", help="problems JSONL of the held-out split (kz data synth)")
+    s.add_argument("--indist", default="", help="problems JSONL of new draws of the trained families (kz data synth --seed S --heldout '')")
+    s.add_argument("--limit", type=int, default=0, help="only the first LIMIT problems of --heldout and --indist (0: all)")
     s.add_argument("--kb", default="", help="KernelBench problems.jsonl")
     s.add_argument("--kb-ids", default="19-32", help="level-1 problem ids of the easy list")
     s.add_argument("--synth", default="", help="kz data synth JSONL: the held-out Proposer rows give the API sets")
@@ -180,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("overrides", nargs="*", help="KEY=VALUE config overrides")
     j = sub.add_parser("judge", help="evaluate the sampled points into OUT/curve.jsonl")
     j.add_argument("--out", required=True)
-    j.add_argument("--sets", default="heldout,proposer")
+    j.add_argument("--sets", default="heldout,indist,proposer")
     j.add_argument("--points", default="", help="labels in order, comma-separated (default: as sampled)")
     j.add_argument("--device", "-d", default="cpu")
     j.add_argument("overrides", nargs="*", help="KEY=VALUE config overrides")

@@ -72,7 +72,12 @@ def load_run(run_dir: Path) -> RunData:
 
 
 #: Evaluation sets of a learning curve, and how the report names them.
-CURVE_SETS = {"heldout": "held-out split (op families never trained on)", "kb": "KernelBench level-1 easy list", "proposer": "Proposer modules"}
+CURVE_SETS = {
+    "heldout": "held-out split (op families never trained on)",
+    "indist": "new draws of the trained op families",
+    "kb": "KernelBench level-1 easy list",
+    "proposer": "Proposer modules",
+}
 
 
 def _curve_plot(run: RunData, folder: Path, plots: dict[str, Path]) -> None:
@@ -88,8 +93,10 @@ def _curve_plot(run: RunData, folder: Path, plots: dict[str, Path]) -> None:
             ("pass@1", "pass@1"), ("pass@n", "pass@n"), ("format_error_rate", "format errors"))
         for key, what in keys:
             values = [rows[p].get(key) if p in rows else None for p in points]
+            n = next((rows[p].get("n") for p in points if p in rows and rows[p].get("n")), None)
+            if key == "pass@n" and n == 1:
+                continue  # the same line as pass@1
             if any(v is not None for v in values):
-                n = next((rows[p].get("n") for p in points if p in rows and rows[p].get("n")), None)
                 shown = what.replace("@n", f"@{n}") if n else what
                 axes.plot(range(len(points)), [float("nan") if v is None else v for v in values], marker="o", label=f"{name}: {shown}")
     axes.set_xticks(range(len(points)))
