@@ -82,6 +82,13 @@ def _cache_path(source: str, options: tuple[tuple[str, str], ...], arch: str) ->
     return cache_dir() / "nvrtc" / f"{key}.cubin"
 
 
+#: NVRTC options that read or write files: kz compiles CUDA from the source text alone (in
+#: the trusted executor too, where a plan's options could otherwise pull in any readable file).
+FILE_OPTIONS = frozenset(
+    {"include_path", "pre_include", "pch", "create_pch", "use_pch", "pch_dir", "time", "fdevice_time_trace", "extra_sources", "name"}
+)
+
+
 def compile_source(source: str, options: dict[str, Any] | None = None, arch: str | None = None, use_cache: bool = True) -> CompiledSource:
     """Compile ``source`` to a cubin (from the cache when it was compiled before).
 
@@ -92,6 +99,10 @@ def compile_source(source: str, options: dict[str, Any] | None = None, arch: str
     from cuda.core import Program, ProgramOptions
 
     arch = arch or current_arch()
+    refused = sorted(FILE_OPTIONS & set(options or {}))
+    if refused:
+        message = f"NVRTC option{'s' if len(refused) > 1 else ''} {', '.join(refused)} read or write files; kz compiles CUDA from the source text alone"
+        raise CudaCompileError(message, message, None, source)
     settings = {"std": "c++17", **(options or {})}
     key = tuple(sorted((str(k), repr(v)) for k, v in settings.items()))
     started = time.perf_counter()

@@ -36,7 +36,7 @@ class NvrtcKernels(TrustedKernels):
                     raise ValueError("options must be a JSON object")
                 self._modules[key] = load_cuda(key[0], options=options, arch=key[2] or None)
             except CudaCompileError as exc:
-                raise KernelCompileError(str(exc)) from exc
+                raise KernelCompileError(f"{exc}\n{exc.log}" if exc.log and exc.log != str(exc) else str(exc)) from exc
         return self._modules[key]
 
     def launch(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:

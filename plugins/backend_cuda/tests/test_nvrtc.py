@@ -58,3 +58,22 @@ def test_default_architecture_without_a_gpu(monkeypatch):
     assert current_arch() == "sm_80"
     monkeypatch.delenv("KZ_CUDA_ARCH")
     assert current_arch() == "sm_90"
+
+
+def test_options_that_touch_files_are_refused(tmp_path):
+    from kz_backend_cuda.nvrtc import CudaCompileError, compile_source
+
+    header = tmp_path / "h.cuh"
+    header.write_text("#define SECRET 1\n")
+    source = 'extern "C" __global__ void k(float* x) { x[0] = SECRET; }'
+    with pytest.raises(CudaCompileError, match="pre_include read or write files"):
+        compile_source(source, {"pre_include": str(header)}, arch="sm_90", use_cache=False)
+
+
+def test_the_executors_compile_error_keeps_nvrtcs_log():
+    from kz_backend_cuda.trusted import NvrtcKernels
+    from kz_core.backend import KernelCompileError
+
+    source = 'extern "C" __global__ void k(float* x) { x[0] = undeclared_name; }'
+    with pytest.raises(KernelCompileError, match="undeclared_name"):
+        NvrtcKernels()._module({"source": source, "options": "{}", "arch": "sm_90"})
