@@ -15,10 +15,11 @@ from pathlib import Path
 
 import attrs
 
+from kz_core.errors import KzError
 from kz_core.model import Candidate
 
 
-class CandidateSourceError(Exception):
+class CandidateSourceError(KzError):
     """The candidates file or folder as a whole is unusable; the message says what to do."""
 
 

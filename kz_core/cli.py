@@ -17,7 +17,8 @@ import click
 from rich.console import Console
 
 from kz_core import __version__
-from kz_core.config import ConfigError, KzConfig, load_config
+from kz_core.config import KzConfig, load_config
+from kz_core.errors import KzError
 from kz_core.logs import console_level, setup_logging
 
 #: Results go to standard output; messages and progress to standard error.
@@ -25,7 +26,7 @@ stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True, soft_wrap=True)
 
 
-class KzUsageError(click.ClickException):
+class KzUsageError(KzError, click.ClickException):
     """An expected failure: printed as one line starting with 'kz:', exit status 2."""
 
     exit_code = 2
@@ -34,11 +35,27 @@ class KzUsageError(click.ClickException):
         click.echo(f"kz: {self.format_message()}", err=True)
 
 
+class KzGroup(click.Group):
+    """The ``kz`` group: a :class:`~kz_core.errors.KzError` raised by any command, the
+    core's or a plugin's, ends it as a usage error (one line ``kz: ...``, the error's exit
+    status), caught here once for every command."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KzError as exc:
+            if isinstance(exc, click.ClickException):
+                raise
+            usage = KzUsageError(str(exc))
+            usage.exit_code = exc.exit_code
+            raise usage from exc
+
+
 def _count_option(name: str, short: str, help_text: str) -> Callable:
     return click.option(short, f"--{name}", count=True, expose_value=True, help=help_text)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KzGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @_count_option("verbose", "-v", "Show debug messages.")
 @_count_option("quiet", "-q", "Show warnings and errors only (-qq: errors only).")
 @click.version_option(__version__, prog_name="kz")
@@ -80,11 +97,9 @@ def config_options(command: Callable) -> Callable:
 
 
 def resolve_config(preset: str | None, overrides: tuple[str, ...] | list[str]) -> KzConfig:
-    """``load_config`` with its errors turned into a usage error."""
-    try:
-        return load_config(preset, list(overrides))
-    except ConfigError as exc:
-        raise KzUsageError(str(exc)) from exc
+    """``load_config`` (a bad preset or override is a :class:`~kz_core.config.ConfigError`,
+    which the group reports as a usage error)."""
+    return load_config(preset, list(overrides))
 
 
 def apply_options(config: KzConfig, options: dict[str, Any]) -> KzConfig:
@@ -98,42 +113,33 @@ def apply_options(config: KzConfig, options: dict[str, Any]) -> KzConfig:
 def read_candidates(path: str, backend: str) -> list[Any]:
     """The candidates in ``path`` (JSONL or a folder; ``backend`` where they name none).
     A source that cannot be read is a usage error; bad lines are reported and skipped."""
-    from kz_core.candidates import CandidateSourceError, load_candidates
+    from kz_core.candidates import load_candidates
 
-    try:
-        candidates, bad_lines = load_candidates(path, backend)
-    except CandidateSourceError as exc:
-        raise KzUsageError(str(exc)) from exc
+    candidates, bad_lines = load_candidates(path, backend)
     for error in bad_lines:
         stderr.print(f"[yellow]skipped[/yellow] {error.where}: {error.reason}", highlight=False)
     return candidates
 
 
 def _register_commands() -> None:
-    from kz_core.plugins import PluginError, get_plugin_manager
+    from kz_core.plugins import get_plugin_manager
 
-    try:
-        pm = get_plugin_manager()
-    except PluginError as exc:
-        click.echo(f"kz: {exc}", err=True)
-        sys.exit(2)
+    pm = get_plugin_manager()
     if not getattr(cli, "_kz_commands_registered", False):
         pm.hook.register_commands(cli=cli)
         cli._kz_commands_registered = True  # type: ignore[attr-defined]
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Entry point of the ``kz`` console script."""
-    from kz_core.plugins import PluginError
-    from kz_core.problems.base import ProblemSourceError
-
+    """Entry point of the ``kz`` console script: a :class:`~kz_core.errors.KzError` from any
+    command, the core's or a plugin's, is one line ``kz: ...`` and its exit status."""
     setup_logging("INFO")
-    _register_commands()
     try:
+        _register_commands()  # a plugin that cannot load is a PluginError
         return cli.main(args=argv, prog_name="kz")
-    except (PluginError, ProblemSourceError) as exc:
+    except KzError as exc:
         click.echo(f"kz: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ from loguru import logger
 from omegaconf import OmegaConf
 
 from kz_core.config import grpo_groups
+from kz_core.errors import KzError
 from kz_core.model import Finding, Problem, Severity, TrainingSummary
 from kz_core.paths import replace_file
 
@@ -67,7 +68,7 @@ ROUNDS_FILE = "rounds.jsonl"
 EMBEDDED_MODEL = "embedded:smollm2"
 
 
-class CoevolveError(RuntimeError):
+class CoevolveError(KzError, RuntimeError):
     """A co-evolution run that cannot go on; the message says what to change."""
 
 

@@ -19,8 +19,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from kz_core.errors import KzError
 
-class ConfigError(ValueError):
+
+class ConfigError(KzError, ValueError):
     """A preset or override that cannot be applied; the message says what to do."""
 
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from kz_core.config import FrontierConfig
+from kz_core.config import ConfigError, FrontierConfig
 from kz_core.hookspecs import hookimpl
 from kz_core.model import ApiSpec, FrontierSelection, ModuleStats
 
@@ -77,7 +77,7 @@ def posterior(samples: int, correct: int, config: FrontierConfig) -> BetaPosteri
             f"a pass-rate record needs 0 <= correct <= samples, got correct={correct}, samples={samples}"
         )
     if not (config.prior_alpha > 0 and config.prior_beta > 0):
-        raise ValueError(
+        raise ConfigError(
             "frontier.prior_alpha and frontier.prior_beta must be positive, got "
             f"prior_alpha={config.prior_alpha}, prior_beta={config.prior_beta}"
         )
@@ -164,7 +164,7 @@ def frontier_score(p: float, score: str) -> float:
     elif score == "linear":
         value = 1.0 - 2.0 * abs(p - 0.5)
     else:
-        raise ValueError(f"unknown frontier score {score!r}: set frontier.score to one of {', '.join(SCORES)}")
+        raise ConfigError(f"unknown frontier score {score!r}: set frontier.score to one of {', '.join(SCORES)}")
     return min(1.0, max(0.0, value))
 
 
@@ -209,7 +209,7 @@ def select_modules(stats: Sequence[ModuleStats], k: int, config: FrontierConfig)
     if k < 0:
         raise ValueError(f"the frontier cannot choose a negative number of modules, got k={k}")
     if not 0.0 <= config.replay_share <= 1.0:
-        raise ValueError(f"frontier.replay_share must lie in [0, 1], got {config.replay_share}")
+        raise ConfigError(f"frontier.replay_share must lie in [0, 1], got {config.replay_share}")
     records = merge_records(stats)
     scores = module_scores(records, config)
     names = [record.module for record in records]
@@ -258,7 +258,7 @@ def api_weights(catalog: Mapping[str, ApiSpec], stats: Sequence[ModuleStats], co
     :raises ValueError: for a negative ``explore``, an unknown score or impossible counts.
     """
     if config.explore < 0:
-        raise ValueError(f"frontier.explore must not be negative, got {config.explore}")
+        raise ConfigError(f"frontier.explore must not be negative, got {config.explore}")
     posteriors = api_posteriors(stats, config)
     prior = posterior(0, 0, config)
     return {
@@ -296,7 +296,7 @@ def sample_api_sets(
     if count < 0:
         raise ValueError(f"cannot sample a negative number of API sets, got count={count}")
     if not 1 <= min_apis <= max_apis:
-        raise ValueError(f"API set sizes need 1 <= min_apis <= max_apis, got min_apis={min_apis}, max_apis={max_apis}")
+        raise ConfigError(f"API set sizes need 1 <= min_apis <= max_apis, got min_apis={min_apis}, max_apis={max_apis}")
     if count and not catalog:
         raise ValueError("the API catalog is empty: no API set can be drawn (is kz_core.proposer.catalog loaded?)")
     weights = api_weights(catalog, stats, config)

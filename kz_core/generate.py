@@ -13,12 +13,13 @@ from typing import Any
 
 import attrs
 
+from kz_core.errors import KzError
 from kz_core.model import Candidate, Completion, EvalResult, Finding, Problem, Verdict
 from kz_core.parsing import extract_code
 from kz_core.prompts import coder_prompt
 
 
-class PolicyUnavailableError(RuntimeError):
+class PolicyUnavailableError(KzError, RuntimeError):
     """No installed plugin answers ``sample_completions`` for the configured sampler."""
 
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from kz_core.errors import KzError
+
 if TYPE_CHECKING:  # the specs' types, without importing click or torch at start-up
     import click
 
@@ -39,7 +41,7 @@ hookspec = pluggy.HookspecMarker("kz")
 hookimpl = pluggy.HookimplMarker("kz")
 
 
-class HookUserError(RuntimeError):
+class HookUserError(KzError, RuntimeError):
     """Raised by a hook implementation for a failure the user can fix (a model that cannot be
     found, an impossible option); the message says what to change. kz's commands print it
     as one line and exit with status 2, as for their own usage errors."""

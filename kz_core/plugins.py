@@ -23,6 +23,7 @@ import pluggy
 from loguru import logger
 
 from kz_core import hookspecs
+from kz_core.errors import KzError
 
 ENTRY_POINT_GROUP = "kz"
 LOAD_PLUGINS_ENV = "KZ_LOAD_PLUGINS"
@@ -48,7 +49,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
 )
 
 
-class PluginError(RuntimeError):
+class PluginError(KzError, RuntimeError):
     """A plugin conflict or a broken hook implementation; the message names the plugins."""
 
 

@@ -6,8 +6,11 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+EXAMPLE_CANDIDATES = str(Path(__file__).resolve().parents[1] / "examples" / "candidates" / "triton")
 
 
 def kz(*args: str, check: bool = True, cwd=None) -> subprocess.CompletedProcess:
@@ -78,6 +81,10 @@ def test_config_show_with_preset_and_overrides():
         (("config", "show", "--preset", "nope"), "unknown preset"),
         (("problems", "list", "--source", "/nonexistent/problems.jsonl"), "does not exist"),
         (("problems", "list", "--ids", "x"), "bad problem id list"),
+        (("eval", "-c", "/nonexistent/candidates.jsonl"), "do not exist"),
+        (("eval", "-c", EXAMPLE_CANDIDATES, "problems.ids=x"), "bad problem id list"),
+        (("eval", "-c", EXAMPLE_CANDIDATES, "eval.tolerance=loose"), "eval.tolerance='loose'"),
+        (("propose", "--n", "1", "proposer.min_apis=3", "proposer.max_apis=2", "policy.model=embedded:tiny"), "min_apis"),
     ],
 )
 def test_user_errors_are_one_clear_line_and_exit_2(args, message):
@@ -90,3 +97,46 @@ def test_user_errors_are_one_clear_line_and_exit_2(args, message):
 def test_overrides_work_on_every_core_command():
     assert kz("problems", "list", "--json", "problems.name=matmul").stdout.count("\n") == 1
     assert kz("-q", "problems", "list", "run.seed=3").returncode == 0
+
+
+def test_every_user_facing_error_is_a_kz_error():
+    """One family: the CLI catches KzError once; these are the errors a user can fix."""
+    from kz_core import HookUserError, KzError
+    from kz_core.candidates import CandidateSourceError
+    from kz_core.cli import KzUsageError
+    from kz_core.coevolve import CoevolveError
+    from kz_core.config import ConfigError
+    from kz_core.evaluate import EvaluatorError
+    from kz_core.generate import PolicyUnavailableError
+    from kz_core.plugins import PluginError
+    from kz_core.problems.base import ProblemSourceError
+
+    for error in (HookUserError, CandidateSourceError, KzUsageError, CoevolveError, ConfigError, EvaluatorError, PolicyUnavailableError, PluginError, ProblemSourceError):
+        assert issubclass(error, KzError), error
+
+
+def test_a_plugin_commands_kz_error_is_one_line_and_its_exit_status(tmp_path):
+    """A plugin's command raising its own KzError subclass needs no try/except of its own."""
+    plugin = tmp_path / "kz_errplugin.py"
+    plugin.write_text(
+        "import click\n"
+        "from kz_core import KzError, hookimpl\n"
+        "class QuotaError(KzError):\n"
+        "    exit_code = 3\n"
+        "@hookimpl\n"
+        "def register_commands(cli):\n"
+        "    @cli.command(name='boom')\n"
+        "    def boom():\n"
+        "        raise QuotaError('the quota is spent: wait an hour')\n"
+    )
+    script = (
+        "import sys, kz_errplugin\n"
+        "from kz_core.plugins import get_plugin_manager\n"
+        "get_plugin_manager().register(kz_errplugin, 'errplugin')\n"
+        "from kz_core.cli import main\n"
+        "main(['boom'])\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert completed.returncode == 3, completed.stderr
+    assert completed.stderr.strip().splitlines()[-1] == "kz: the quota is spent: wait an hour"
+    assert "Traceback" not in completed.stderr

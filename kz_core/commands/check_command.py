@@ -31,8 +31,8 @@ def register_commands(cli):
     @config_options
     def check_command(config, problems_source, candidates_path, backend, device, out_path, as_json) -> None:
         """Static checks and compilation only (no kernel runs): compile errors with their log."""
-        from kz_core.cli import KzUsageError, apply_options, read_candidates, stderr, stdout
-        from kz_core.evaluate import Evaluator, EvaluatorError
+        from kz_core.cli import apply_options, read_candidates, stderr, stdout
+        from kz_core.evaluate import Evaluator
         from kz_core.problems import load_problems_from_config
         from kz_core.serialization import dumps
 
@@ -40,11 +40,8 @@ def register_commands(cli):
         config = apply_options(config, overrides)
         candidates = read_candidates(candidates_path, config.eval.backend)
         problem_set = load_problems_from_config(config.problems)
-        try:
-            with Evaluator(problem_set.problems, config.eval) as evaluator:
-                results = evaluator.check(candidates)
-        except EvaluatorError as exc:
-            raise KzUsageError(str(exc)) from exc
+        with Evaluator(problem_set.problems, config.eval) as evaluator:
+            results = evaluator.check(candidates)
         if out_path:
             Path(out_path).write_text("".join(dumps(r) + "\n" for r in results), encoding="utf-8")
         if as_json:

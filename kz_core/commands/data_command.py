@@ -61,7 +61,6 @@ def register_commands(cli):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from kz_core.cli import KzUsageError, stderr, stdout
-        from kz_core.evaluate import EvaluatorError
         from kz_core.rundir import open_run_dir
         from kz_core.serialization import to_json_dict
         from kz_core.synth.generate import synthesize_dataset
@@ -89,13 +88,10 @@ def register_commands(cli):
                     tasks[stage] = bar.add_task(f"checking {stage}", total=total)
                 bar.update(tasks[stage], completed=done)
 
-            try:
-                report = synthesize_dataset(
-                    config, count=count, out=out, seed=seed, backends=wanted, families=chosen, heldout=held,
-                    proposer=not no_proposer, per_structure=per_structure, progress=progress,
-                )
-            except (ValueError, EvaluatorError) as exc:
-                raise KzUsageError(str(exc)) from exc
+            report = synthesize_dataset(
+                config, count=count, out=out, seed=seed, backends=wanted, families=chosen, heldout=held,
+                proposer=not no_proposer, per_structure=per_structure, progress=progress,
+            )
         if as_json:
             click.echo(json.dumps(to_json_dict(report), indent=2))
         else:

@@ -93,10 +93,7 @@ def register_commands(cli):
         out = Path(out_path) if out_path else run_dir / "results.jsonl"
         verdicts: Counter[str] = Counter()
         with Journal(run_dir / "journal.sqlite") as journal:
-            try:
-                evaluator = Evaluator(problem_set.problems, config.eval, journal=journal)
-            except EvaluatorError as exc:
-                raise KzUsageError(str(exc)) from exc
+            evaluator = Evaluator(problem_set.problems, config.eval, journal=journal)
             isolation = evaluator.isolation
             gaps = "; ".join(isolation.missing())
             stderr.print(f"sandbox: {isolation.summary()}" + (f" [yellow](missing: {gaps})[/yellow]" if gaps else ""), highlight=False)

@@ -40,7 +40,7 @@ def register_commands(cli):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from kz_core.cli import KzUsageError, apply_options, read_candidates, stderr, stdout
-        from kz_core.evaluate import Evaluator, EvaluatorError
+        from kz_core.evaluate import Evaluator
         from kz_core.fuzz import FuzzExample, FuzzFailure, FuzzSession
         from kz_core.problems import load_problems_from_config
         from kz_core.rundir import open_run_dir
@@ -62,10 +62,7 @@ def register_commands(cli):
                 stderr.print(f"[yellow]skipped[/yellow] {candidate.problem}/{candidate.sample_id}: no such problem in {problem_set.source}", highlight=False)
             else:
                 pairs.append((problem, candidate))
-        try:
-            evaluator = Evaluator(problem_set.problems, config.eval)
-        except EvaluatorError as exc:
-            raise KzUsageError(str(exc)) from exc
+        evaluator = Evaluator(problem_set.problems, config.eval)
 
         if replay:
             case = json.loads(Path(replay).read_text())

@@ -54,11 +54,10 @@ def register_commands(cli):
     @config_options
     def generate_command(config, problems_source, n, backend, out_path, evaluate, device, as_json) -> None:
         """Sample kernels from the policy model (policy.model; default: the embedded SmolLM2)."""
-        from kz_core import HookUserError
         from kz_core.cli import KzUsageError, apply_options, stderr, stdout
-        from kz_core.evaluate import Evaluator, EvaluatorError
+        from kz_core.evaluate import Evaluator
         from kz_core.evaluate.journal import Journal
-        from kz_core.generate import PolicyUnavailableError, evaluate_samples, sample_candidates
+        from kz_core.generate import evaluate_samples, sample_candidates
         from kz_core.metrics import summarize
         from kz_core.plugins import get_plugin_manager
         from kz_core.problems import load_problems_from_config
@@ -73,10 +72,7 @@ def register_commands(cli):
         if not problem_set.problems:
             raise KzUsageError(f"no problems selected from {problem_set.source}")
         run_dir = open_run_dir(config, command="kz generate")
-        try:
-            samples = sample_candidates(problem_set.problems, n, config.eval.backend, config.policy, get_plugin_manager())
-        except (PolicyUnavailableError, HookUserError) as exc:
-            raise KzUsageError(str(exc)) from exc
+        samples = sample_candidates(problem_set.problems, n, config.eval.backend, config.policy, get_plugin_manager())
         out = Path(out_path) if out_path else run_dir / "completions.jsonl"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(json.dumps({**to_json_dict(s), "candidate": s.code is not None}) + "\n" for s in samples), encoding="utf-8")
@@ -86,11 +82,8 @@ def register_commands(cli):
             return
         verdicts: Counter[str] = Counter()
         with Journal(run_dir / "journal.sqlite") as journal:
-            try:
-                with Evaluator(problem_set.problems, config.eval, journal=journal) as evaluator:
-                    results = evaluate_samples(samples, evaluator, progress=lambda r: verdicts.update([r.verdict.value]))
-            except EvaluatorError as exc:
-                raise KzUsageError(str(exc)) from exc
+            with Evaluator(problem_set.problems, config.eval, journal=journal) as evaluator:
+                results = evaluate_samples(samples, evaluator, progress=lambda r: verdicts.update([r.verdict.value]))
         (run_dir / "results.jsonl").write_text("".join(dumps(r) + "\n" for r in results), encoding="utf-8")
         summary = summarize(results, ks=sorted({1, n}))
         if as_json:

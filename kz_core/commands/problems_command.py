@@ -100,17 +100,14 @@ def register_commands(cli):
 
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from kz_core.cli import KzUsageError, stderr, stdout
-        from kz_core.evaluate import EvaluatorError, resolve_device
+        from kz_core.cli import stderr, stdout
+        from kz_core.evaluate import resolve_device
         from kz_core.evaluate.audit import audit_problems
         from kz_core.serialization import to_json_dict
 
         problem_set = _load(config, source, level, ids, name_pattern)
         _report_errors(problem_set)
-        try:
-            resolved = resolve_device(device or config.eval.device)
-        except EvaluatorError as exc:
-            raise KzUsageError(str(exc)) from exc
+        resolved = resolve_device(device or config.eval.device)
         with Progress(TextColumn("[bold]audit[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=stderr) as progress:
             task = progress.add_task("audit", total=len(problem_set.problems))
             audits = audit_problems(problem_set.problems, config.eval, resolved, progress=lambda _: progress.advance(task))

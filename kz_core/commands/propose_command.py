@@ -49,10 +49,7 @@ def register_commands(cli):
         """Propose modules with the Proposer policy, validate them, add them to the pool."""
         from omegaconf import OmegaConf
 
-        from kz_core import HookUserError
         from kz_core.cli import KzUsageError, stderr, stdout
-        from kz_core.evaluate import EvaluatorError
-        from kz_core.generate import PolicyUnavailableError
         from kz_core.plugins import get_plugin_manager
         from kz_core.proposer.pool import open_pool
         from kz_core.proposer.propose import propose_round
@@ -65,10 +62,7 @@ def register_commands(cli):
             config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"run.name={DEFAULT_RUN_NAME}"]))
         run_dir = open_run_dir(config, command="kz propose")
         with open_pool(run_dir) as pool:
-            try:
-                validations, summary = propose_round(n, config, pool, get_plugin_manager(), device=device)
-            except (PolicyUnavailableError, EvaluatorError, HookUserError, ValueError) as exc:
-                raise KzUsageError(str(exc)) from exc
+            validations, summary = propose_round(n, config, pool, get_plugin_manager(), device=device)
         with (run_dir / "modules.jsonl").open("a", encoding="utf-8") as handle:
             for name, validation in zip(summary.names, validations):
                 record = {**to_json_dict(validation), "name": name, "round": summary.round, "reason": validation.reason}

@@ -81,11 +81,8 @@ def register_commands(cli):
             return
         from omegaconf import OmegaConf
 
-        from kz_core import HookUserError
-        from kz_core.cli import KzUsageError, resolve_config, stderr, stdout
-        from kz_core.coevolve import CoevolveError, run_coevolution
-        from kz_core.evaluate import EvaluatorError
-        from kz_core.generate import PolicyUnavailableError
+        from kz_core.cli import resolve_config, stderr, stdout
+        from kz_core.coevolve import run_coevolution
         from kz_core.logs import console_level, setup_logging
         from kz_core.report import load_run, summary_rows, write_report
         from kz_core.rundir import open_run_dir
@@ -98,10 +95,7 @@ def register_commands(cli):
             config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"run.name={name}"]))
         run_dir = open_run_dir(config, command="kz train")
         stderr.print(f"co-evolution: {config.coevolve.rounds} rounds in {run_dir}", highlight=False)
-        try:
-            rounds = run_coevolution(config, run_dir)
-        except (CoevolveError, PolicyUnavailableError, EvaluatorError, HookUserError, ValueError) as exc:
-            raise KzUsageError(str(exc)) from exc
+        rounds = run_coevolution(config, run_dir)
         try:
             page = write_report(run_dir)
         except ImportError as exc:  # matplotlib is a dependency, but an image may lack it

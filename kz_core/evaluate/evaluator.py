@@ -38,6 +38,7 @@ from typing import Any
 import attrs
 
 from kz_core.config import EvalConfig, to_container
+from kz_core.errors import KzError
 from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.correctness import TOLERANCE_TABLES
 from kz_core.evaluate.journal import Journal, result_key
@@ -63,7 +64,7 @@ _KEY_EXCLUDED = {"workers", "reference_workers", "cache", "scratch_dir", "refere
 _RETIRE_AFTER = {Verdict.REJECTED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}
 
 
-class EvaluatorError(RuntimeError):
+class EvaluatorError(KzError, RuntimeError):
     """The evaluator itself cannot work (no GPU, workers that cannot start); says what to do."""
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from kz_core.config import ConfigError
 from kz_core.model import Problem, ProblemError
 from kz_core.problems.base import ProblemSource, ProblemSourceError, make_problem, validate_problem_code
 
@@ -64,7 +65,7 @@ def parse_ids(text: str) -> set[int] | None:
             else:
                 ids.add(int(part))
         except ValueError:
-            raise ValueError(f"bad problem id list {text!r}: use numbers and ranges like 1-10,15") from None
+            raise ConfigError(f"bad problem id list {text!r}: use numbers and ranges like 1-10,15") from None
     return ids
 
 

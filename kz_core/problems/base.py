@@ -11,6 +11,7 @@ import abc
 import ast
 from collections.abc import Iterator
 
+from kz_core.errors import KzError
 from kz_core.model import Problem, ProblemError
 
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
@@ -41,7 +42,7 @@ class ProblemSource(abc.ABC):
         """
 
 
-class ProblemSourceError(Exception):
+class ProblemSourceError(KzError):
     """A whole problem source is unusable; the message says what to do."""
 
 

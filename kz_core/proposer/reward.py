@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kz_core.config import ConfigError
 from kz_core.hookspecs import hookimpl
 from kz_core.model import EvalResult, Finding, Verdict
 
@@ -70,7 +71,7 @@ def learnability(pass_rate: float, kind: str = "absolute_zero") -> float:
         return 1.0 - pass_rate if 0.0 < pass_rate < 1.0 else 0.0
     if kind == "r_zero":
         return 1.0 - 2.0 * abs(pass_rate - 0.5)
-    raise ValueError(f"proposer.learnability={kind!r}: use one of {', '.join(LEARNABILITY)}")
+    raise ConfigError(f"proposer.learnability={kind!r}: use one of {', '.join(LEARNABILITY)}")
 
 
 def module_reward(results: Sequence[EvalResult], kind: str = "absolute_zero") -> float:

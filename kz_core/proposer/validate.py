@@ -45,6 +45,7 @@ from typing import Any
 
 import attrs
 
+from kz_core.config import ConfigError
 from kz_core.model import Finding, Problem, Severity
 from kz_core.parsing import ParsedReply
 from kz_core.problems.base import make_problem
@@ -267,7 +268,7 @@ class ModuleValidator:
             self.zygote.support = self.zygote.support.without(eval_config.isolation_off)
         except ValueError as exc:
             self.zygote.close()
-            raise ValueError(f"eval.isolation_off: {exc}") from exc
+            raise ConfigError(f"eval.isolation_off: {exc}") from exc
         self.pool = WorkerPool(self.device, "candidate", self.workers, self.settings, zygote=self.zygote)
         self.init_seed, self.seeds = secrets.randbits(31), [secrets.randbits(62), secrets.randbits(62)]
 

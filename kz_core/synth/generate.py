@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from kz_core.config import ConfigError
 from kz_core.model import Candidate, Problem, content_hash
 from kz_core.synth.templates import FAMILIES, Synthetic, synthesize
 
@@ -120,7 +121,7 @@ def synthesize_dataset(
     started = time.perf_counter()
     unknown = set(families) - set(FAMILIES) or set(heldout) - set(FAMILIES)
     if unknown:
-        raise ValueError(f"unknown famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(sorted(unknown))}: use {', '.join(FAMILIES)}")
+        raise ConfigError(f"unknown famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(sorted(unknown))}: use {', '.join(FAMILIES)}")
     contaminants = contamination_set(config.proposer.decontaminate) if config.proposer.decontaminate else []
     drawn, duplicates, contaminated = draw(count, seed, list(families), per_structure, contaminants, config.proposer.duplicate_threshold)
     problems = {}

@@ -132,8 +132,6 @@ class CudaKernel:
 
     def launch(self, *args: Any, grid: Any, block: Any, shared_bytes: int = 0) -> None:
         """Launch on torch's current stream of the tensors' device (checked, then counted)."""
-        import torch
-
         grid3, block3 = _dims(grid, "grid"), _dims(block, "block")
         if not isinstance(shared_bytes, int) or shared_bytes < 0:
             raise KernelArgumentError(f"shared_bytes must be a non-negative integer, got {shared_bytes!r}")
@@ -184,15 +182,18 @@ class CudaModule:
         self.options = dict(options or {})
         self.arch = arch
         self.compiled = compiled
+        self._options_json: str | None = None
         self.kernels = {name: CudaKernel(self, name, params) for name, params in signatures.items()}
         self._modules: dict[int, Any] = {}
 
     def identity(self, kernel: str) -> dict[str, Any]:
         """What a recorded launch of ``kernel`` names: the source and options that build it
-        (the trusted executor compiles them again itself)."""
-        import json
+        (the trusted executor compiles them again itself). Built once per module."""
+        if self._options_json is None:
+            import json
 
-        return {"name": kernel, "source": self.source, "options": json.dumps(self.options, sort_keys=True, default=str), "arch": self.arch or ""}
+            self._options_json = json.dumps(self.options, sort_keys=True, default=str)
+        return {"name": kernel, "source": self.source, "options": self._options_json, "arch": self.arch or ""}
 
     def __getitem__(self, name: str) -> CudaKernel:
         try:

