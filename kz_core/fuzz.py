@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -386,12 +385,3 @@ def fuzz_candidate(
     """Fuzz one candidate with a private evaluator (see :class:`FuzzSession`)."""
     with FuzzSession(problem, candidate, config) as session:
         return session.run(max_examples, seed, dtypes)
-
-
-def iter_reports(
-    evaluator: Any, pairs: list[tuple[Problem, Candidate]], max_examples: int, seed: int | None, dtypes: bool = False
-) -> Iterator[FuzzReport]:
-    """Fuzz several candidates with one evaluator's workers, one report each."""
-    for problem, candidate in pairs:
-        with FuzzSession(problem, candidate, evaluator=evaluator) as session:
-            yield session.run(max_examples, seed, dtypes)

@@ -231,15 +231,3 @@ def _backend_name(info: Any) -> str:
 
 def _source_name(source: Any) -> str:
     return source.name
-
-
-def reset_for_tests() -> None:
-    """Forget loaded plugins so that the next call loads them again (tests only)."""
-    global _loaded
-    for name, plugin in list(pm.list_name_plugin()):
-        if plugin is not None:
-            pm.unregister(plugin, name=name)
-    _loaded = False
-    _default_names.clear()
-    _distributions.clear()
-    _failed.clear()
