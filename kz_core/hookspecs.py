@@ -272,7 +272,9 @@ def train_policy(role: str, items: Sequence[Any], config: KzConfig, run_dir: Pat
     ``step``, ``loss``, ``reward``) and the trained model into ``run_dir``; a call with the
     same ``run_dir`` after an interruption resumes from the last checkpoint. The
     co-evolution loop (``kz train``) calls this once per phase and round. Stops at the
-    first non-None result.
+    first non-None result. The method's rewards are ready-made callables in the core,
+    :class:`kz_core.rewards.CoderReward` and :class:`kz_core.rewards.ProposerReward`: use
+    them rather than writing your own.
 
     :param role: ``"coder"`` or ``"proposer"`` (reinforcement learning), or
         ``"coder_sft"`` (supervised fine-tuning of the Coder: expert iteration).

@@ -393,7 +393,8 @@ class ScriptedCoder:
 
 
 def test_proposer_reward_validates_samples_the_coder_and_shapes_learnability(register_plugin, tmp_path):
-    ProposerReward = pytest.importorskip("kz_policy_hf.proposer_rewards").ProposerReward
+    from kz_core.rewards import ProposerReward
+
     register_plugin(ScriptedCoder(), "scripted-coder")
     config = cpu_config("policy.sampler=scripted", "proposer.coder_samples=2", "eval.trials=2", "proposer.repetition_penalty=0.5")
     dropout = SCALED_RELU.replace("torch.relu(x) * self.scale", "torch.nn.functional.dropout(torch.relu(x), 0.5, True) * self.scale")

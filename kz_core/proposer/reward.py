@@ -16,7 +16,7 @@ when there are none), all equal: the module's reward, which the caller reads fro
   ``1 - 2|p - 1/2|``; no results at all (nothing sampled) give 0.
 
 Rewards are in [-1, 1]. The penalty for repeating another module of the same batch is
-the trainer's reward wrapper's (``kz_policy_hf.proposer_rewards``), not this plugin's.
+the reward callable's (``kz_core.rewards.proposer``), not this plugin's.
 The plugin runs first (``tryfirst``), so that reward plugins written for the Coder's
 ``reward`` section never see the ``proposer`` section.
 """

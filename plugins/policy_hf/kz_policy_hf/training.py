@@ -2,13 +2,13 @@
 
 Coder: problems become a prompt dataset (the Coder prompts of ``kz_core.prompts``, one row
 per problem, with its name as a column the reward function reads). The reward function is
-:class:`kz_policy_hf.rewards.CoderReward`: evaluator results shaped by the
+:class:`kz_core.rewards.CoderReward`: evaluator results shaped by the
 ``shape_rewards`` hook (CA-GRPO by default).
 
 Proposer: API sets drawn with the Coder's frontier (``kz_core.frontier.sample_api_sets``
 with the pool's statistics) become Proposer prompts, one row per set, with the set as the
 ``apis`` column. The reward function is
-:class:`kz_policy_hf.proposer_rewards.ProposerReward`: validation, the Coder's samples on
+:class:`kz_core.rewards.ProposerReward`: validation, the Coder's samples on
 valid modules, learnability through ``shape_rewards``, minus a repetition penalty; every
 module goes to the run's pool (``pool.sqlite``).
 
@@ -35,11 +35,10 @@ from kz_core.config import grpo_groups
 from kz_core.model import Problem
 from kz_core.paths import replace_file
 from kz_core.prompts import coder_prompt, proposer_prompt
+from kz_core.rewards import API_SEPARATOR, CoderReward, ProposerReward
 
 from kz_policy_hf.errors import PolicyError
 from kz_policy_hf.loading import model_source, resolve_device
-from kz_policy_hf.proposer_rewards import API_SEPARATOR, ProposerReward
-from kz_policy_hf.rewards import CoderReward
 
 
 def prompt_dataset(problems: list[Problem], config: Any) -> Any:

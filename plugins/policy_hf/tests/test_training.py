@@ -14,7 +14,7 @@ import pytest
 from kz_core.config import load_config
 from kz_core.problems import load_problems
 
-from kz_policy_hf.rewards import CoderReward, completion_text
+from kz_core.rewards import CoderReward, completion_text
 
 REPO = Path(__file__).resolve().parents[3]
 PROBLEMS = load_problems("examples")

@@ -1,4 +1,5 @@
-"""The reward function TRL's GRPOTrainer calls for the Proposer: modules -> learnability.
+"""The Proposer's reward: modules -> learnability (the KernelZero method's, for any trainer
+plugin; kz-policy-hf hands it to TRL's GRPOTrainer).
 
 :class:`ProposerReward` is an async callable with TRL's reward-function signature. For a
 batch of completions (each a module written for an API set, the dataset's ``apis`` column)
@@ -35,8 +36,7 @@ from typing import Any
 
 from kz_core.model import EvalResult
 from kz_core.parsing import extract_code
-
-from kz_policy_hf.rewards import RewardUnavailableError, completion_text
+from kz_core.rewards.coder import RewardUnavailableError, completion_text
 
 #: Separator of API names in the dataset's ``apis`` column.
 API_SEPARATOR = "+"

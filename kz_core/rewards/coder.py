@@ -1,6 +1,9 @@
-"""The reward function TRL's GRPOTrainer calls: completions -> evaluator -> shaped rewards.
+"""The Coder's reward: completions -> evaluator -> shaped rewards (the KernelZero method's,
+for any trainer plugin; kz-policy-hf hands it to TRL's GRPOTrainer).
 
-:class:`CoderReward` is an async callable with TRL's reward-function signature. For a batch
+:class:`CoderReward` is an async callable with TRL's reward-function signature (``prompts``,
+``completions``, one ``problem`` name per completion), which other RL libraries' reward
+functions share or wrap in one line. For a batch
 of completions it parses each into a candidate (``kz_core.parsing``), evaluates them all at
 once with the sandboxed evaluator (format errors need no evaluation), groups the results
 by problem (a GRPO group is the ``num_generations`` completions of one prompt), and asks
@@ -21,12 +24,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from kz_core.errors import KzError
 from kz_core.generate import Sample, evaluate_samples
 from kz_core.model import EvalResult, Problem
 from kz_core.parsing import extract_code
 
 
-class RewardUnavailableError(RuntimeError):
+class RewardUnavailableError(KzError, RuntimeError):
     """No installed plugin shapes rewards for ``reward.name``."""
 
 
