@@ -55,6 +55,9 @@ ENV_ALLOWLIST = frozenset(
 #: Even an allow-listed name is dropped when it looks like a secret.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE", re.IGNORECASE)
 MARKER_VARIABLE = "KZ_WORKER_MARKER"
+#: The first part of every marker this process gives its workers: what tells them from the
+#: workers of other kz processes on the same machine (a test looks for its own leftovers only).
+SESSION_MARKER = secrets.token_hex(6)
 
 
 class WorkerError(Exception):
@@ -178,6 +181,7 @@ class ZygoteProcess:
         # One thread per library in the zygote: a process with threads cannot fork safely.
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
         env["HOME"] = str(settings.scratch_root)
+        env[MARKER_VARIABLE] = f"{SESSION_MARKER}-zygote-{secrets.token_hex(4)}"  # its workers replace it with theirs
         self.process = _spawn(["kz_core.evaluate.zygote", str(child_sock.fileno()), device], child_sock, env, settings.scratch_root, self.log_path)
         try:
             self.sock.settimeout(settings.start_timeout_s)
@@ -302,7 +306,7 @@ class WorkerProcess:
         self.device = device
         self.role = role
         self.settings = settings
-        self.marker = secrets.token_hex(8)
+        self.marker = f"{SESSION_MARKER}-{secrets.token_hex(8)}"
         self.uses = 0
         self.retired = False
         self.zygote = zygote

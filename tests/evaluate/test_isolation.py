@@ -15,6 +15,8 @@ from kz_core.evaluate import isolation
 from kz_core.evaluate.journal import BaselineCache, Journal
 from kz_core.model import EvalResult, RuntimeStats, Verdict
 
+from .test_sandbox import RUN_DIGITS, processes_running
+
 
 def in_child(body) -> int:
     """Run ``body()`` in a forked child; its exit status (body returns the code)."""
@@ -142,15 +144,13 @@ def test_a_pid_namespace_takes_every_process_with_it(tmp_path):
         child = os.fork()
         if child == 0:
             os.setsid()
-            os.execv("/bin/sleep", ["sleep", "313.1313"])
+            os.execv("/bin/sleep", ["sleep", f"313.{RUN_DIGITS}"])
         marker.write_text(str(child))
         __import__("time").sleep(60)
         os._exit(0)
 
     assert in_child(body) == 0
-    from .test_sandbox import processes_running
-
-    assert processes_running(b"313.1313") == []
+    assert processes_running(f"313.{RUN_DIGITS}".encode()) == []
 
 
 # -- the files kz keeps ------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 from kz_core.evaluate import Evaluator
-from kz_core.evaluate.sandbox import MARKER_VARIABLE, scrubbed_environment
+from kz_core.evaluate.sandbox import MARKER_VARIABLE, SESSION_MARKER, scrubbed_environment
 from kz_core.model import Candidate, Verdict
 
 from .conftest import EXAMPLE_CANDIDATES, eval_config
@@ -39,8 +39,9 @@ BAD = {
 
 
 def live_marked_processes(grace_s: float = 5.0) -> list[str]:
-    """Processes that carry a worker's marker and are not exiting, described; waits up to
-    ``grace_s`` for ones that were killed a moment ago to be gone."""
+    """Processes that carry the marker of a worker of this test process (not another kz
+    process's on the same machine) and are not exiting, described; waits up to ``grace_s``
+    for ones that were killed a moment ago to be gone."""
     import time
 
     deadline = time.monotonic() + grace_s
@@ -48,7 +49,7 @@ def live_marked_processes(grace_s: float = 5.0) -> list[str]:
         found = []
         for entry in Path("/proc").glob("[0-9]*"):
             try:
-                if any(item.startswith(MARKER_VARIABLE.encode() + b"=") for item in (entry / "environ").read_bytes().split(b"\0")):
+                if any(item.startswith(f"{MARKER_VARIABLE}={SESSION_MARKER}-".encode()) for item in (entry / "environ").read_bytes().split(b"\0")):
                     state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
                     if state not in ("Z", "X"):
                         found.append(f"{entry.name} [{state}] {(entry / 'cmdline').read_bytes()[:120]!r}")
@@ -90,6 +91,11 @@ def test_each_failure_gets_its_verdict_and_the_batch_goes_on(example_problems, m
     assert live_marked_processes() == []
 
 
+#: Digits unique to this test run, in the sleepers that escape tests start: another copy of
+#: the suite running on the same machine starts sleepers of its own, which must not count.
+RUN_DIGITS = f"{SESSION_MARKER[:6]}".translate(str.maketrans("abcdef", "123456"))
+
+
 def processes_running(needle: bytes) -> list[int]:
     """Processes of this machine whose command line contains ``needle``."""
     found = []
@@ -109,14 +115,14 @@ def test_children_that_leave_the_process_group_are_killed(example_problems):
     escape = in_forward(
         "import importlib\n"
         "spawn = getattr(importlib.import_module('subprocess'), 'Po' + 'pen')\n"
-        "child = spawn(['sleep', '301.2345'], start_new_session=True, env={})\n"
+        f"child = spawn(['sleep', '301.{RUN_DIGITS}'], start_new_session=True, env={{}})\n"
         "while True:\n    pass"
     )
     config = eval_config("eval.run_timeout_s=6", "eval.compile_timeout_s=6", "eval.workers=1")
     with Evaluator(example_problems, config) as evaluator:
         result = evaluator.evaluate([Candidate("1_vector_add", "triton", escape)])[0]
     assert result.verdict is Verdict.TIMEOUT, result.message
-    assert processes_running(b"301.2345") == [], "the escaped child survived"
+    assert processes_running(f"301.{RUN_DIGITS}".encode()) == [], "the escaped child survived"
     assert live_marked_processes() == []
 
 
