@@ -31,8 +31,7 @@ backend_demo = "kz_backend_demo"
 
 MODULE = '''
 """A demo backend registered by a third party."""
-from kz_core import hookimpl
-from kz_core.model import BackendInfo, Finding
+from kz_core import BackendInfo, Finding, hookimpl
 
 
 @hookimpl
@@ -84,8 +83,8 @@ def test_the_table_shows_it_too(installed_demo):
 
 def test_its_hooks_are_called(installed_demo):
     script = (
-        "from kz_core.plugins import backends, get_plugin_manager\n"
-        "from kz_core.model import Candidate\n"
+        "from kz_core import Candidate, get_plugin_manager\n"
+        "from kz_core.plugins import backends\n"
         "print(sorted(backends()))\n"
         "findings = get_plugin_manager().hook.static_checks(candidate=Candidate('p', 'demo_cutlass', 'x = 1'), problem=None)\n"
         "print([f.check for group in findings for f in group])\n"

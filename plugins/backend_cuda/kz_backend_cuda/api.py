@@ -29,7 +29,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from kz_core.backend import LaunchCounter
+from kz_core import LaunchCounter
 
 from kz_backend_cuda.nvrtc import CompiledSource, CudaCompileError, compile_source
 from kz_backend_cuda.signature import Parameter, SignatureError, kernel_signatures
@@ -135,9 +135,9 @@ class CudaKernel:
         grid3, block3 = _dims(grid, "grid"), _dims(block, "block")
         if not isinstance(shared_bytes, int) or shared_bytes < 0:
             raise KernelArgumentError(f"shared_bytes must be a non-negative integer, got {shared_bytes!r}")
-        from kz_core.evaluate import recording
+        from kz_core import record_kernel
 
-        with recording.record_kernel("cuda", self.module.identity(self.name), grid3, args, {"block": list(block3), "shared_bytes": shared_bytes}):
+        with record_kernel("cuda", self.module.identity(self.name), grid3, args, {"block": list(block3), "shared_bytes": shared_bytes}):
             self._launch(args, grid3, block3, shared_bytes)
 
     def _launch(self, args: tuple[Any, ...], grid3: tuple[int, int, int], block3: tuple[int, int, int], shared_bytes: int) -> None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from kz_core.model import Finding
-from kz_core.source import dotted_name, parse, string_constants
+from kz_core import Finding, dotted_name, parse_source as parse, string_constants
 
 INLINE_BACKEND = "cuda_inline"
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kz_core.backend import CompiledCandidate, CompileFailure, model_new_class, syntax_failure
-from kz_core.model import Candidate, Verdict
+from kz_core import Candidate, CompileFailure, CompiledCandidate, Verdict, model_new_class, syntax_failure
 
 from kz_backend_cuda import api
 from kz_backend_cuda.nvrtc import CudaCompileError
@@ -32,7 +31,7 @@ def candidate_line(code: str, cuda_source: str, cuda_line: int | None) -> int | 
 
 
 def compile_candidate(candidate: Candidate, workdir: Path) -> CompiledCandidate | CompileFailure:
-    from kz_core.evaluate.execution import load_module
+    from kz_core import load_module
 
     loaded_before = len(api.LOADED)
     name = f"kz_candidate_{candidate.content_hash[:16]}"

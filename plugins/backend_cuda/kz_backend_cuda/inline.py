@@ -28,8 +28,7 @@ from typing import Any
 
 import attrs
 
-from kz_core.backend import CompiledCandidate, CompileFailure, model_new_class, syntax_failure
-from kz_core.model import Candidate, Verdict
+from kz_core import Candidate, CompileFailure, CompiledCandidate, Verdict, model_new_class, syntax_failure
 
 from kz_backend_cuda import inline_build
 from kz_backend_cuda.compile import candidate_line
@@ -225,7 +224,7 @@ def describe(extensions: Sequence[InlineExtension], tools: inline_build.Toolchai
 
 
 def compile_candidate(candidate: Candidate, device: str, workdir: Path) -> CompiledCandidate | CompileFailure:
-    from kz_core.evaluate.execution import load_module
+    from kz_core import load_module
 
     install()
     first = len(EXTENSIONS)

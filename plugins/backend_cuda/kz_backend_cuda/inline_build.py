@@ -45,7 +45,7 @@ from typing import Any
 
 import attrs
 
-from kz_core.paths import cache_dir, replace_file
+from kz_core import cache_dir, replace_file
 
 #: Wall-clock seconds all ``load_inline`` builds of one candidate may take together; a
 #: cold build of a small extension takes about a minute (most of it compiling torch's

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from kz_core.paths import cache_dir, replace_file
+from kz_core import cache_dir, replace_file
 
 #: Architecture used when no GPU is visible (NVRTC needs a target).
 DEFAULT_ARCH = "sm_90"

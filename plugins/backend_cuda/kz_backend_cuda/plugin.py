@@ -15,9 +15,7 @@ answered inside the evaluator's workers, for both backends:
 
 from __future__ import annotations
 
-from kz_core import hookimpl
-from kz_core.backend import RunOutput
-from kz_core.model import BackendInfo
+from kz_core import BackendInfo, RunOutput, hookimpl
 
 from kz_backend_cuda.checks import INLINE_BACKEND, check_cuda_source
 

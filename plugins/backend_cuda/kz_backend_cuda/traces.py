@@ -152,7 +152,7 @@ def traced_call(model: Any, inputs: list[Any]) -> tuple[Any, list[str]]:
     the call's CUDA trace, one per launch (the device is synchronised before it ends)."""
     import torch
 
-    from kz_core.evaluate.execution import profiled
+    from kz_core import profiled
 
     from kz_backend_cuda.api import CudaUnavailableError
 

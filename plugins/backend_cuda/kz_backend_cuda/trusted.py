@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from kz_core.backend import KernelCompileError, TrustedKernels
+from kz_core import KernelCompileError, TrustedKernels
 
 
 class NvrtcKernels(TrustedKernels):

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from kz_core.model import Finding, Severity
-from kz_core.source import dotted_name, functions, parse
+from kz_core import Finding, Severity, dotted_name, parse_source as parse, source_functions as functions
 
 #: Decorators that make a function a Triton kernel (``@triton.jit``, ``@jit``, with or
 #: without arguments); ``autotune`` and ``heuristics`` wrap a jit function.

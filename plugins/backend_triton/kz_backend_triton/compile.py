@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kz_core.backend import CompiledCandidate, CompileFailure, model_new_class, syntax_failure
-from kz_core.model import Candidate
+from kz_core import Candidate, CompileFailure, CompiledCandidate, model_new_class, syntax_failure
 
 from kz_backend_triton import launches
 
 
 def compile_candidate(candidate: Candidate, workdir: Path) -> CompiledCandidate | CompileFailure:
-    from kz_core.evaluate.execution import load_module
+    from kz_core import load_module
 
     launches.install()
     name = f"kz_candidate_{candidate.content_hash[:16]}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kz_core.backend import KernelCompileError, TrustedKernels
+from kz_core import KernelCompileError, TrustedKernels
 
 
 class ForeignKernel(RuntimeError):

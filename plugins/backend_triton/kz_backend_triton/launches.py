@@ -14,8 +14,7 @@ import functools
 import inspect
 from typing import Any
 
-from kz_core.backend import LaunchCounter
-from kz_core.evaluate import recording
+from kz_core import LaunchCounter, record_kernel, recording_active
 
 
 COUNTER = LaunchCounter()
@@ -33,10 +32,10 @@ def _wrap(cls: type) -> None:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         name = getattr(getattr(self, "fn", None), "__name__", None) or getattr(self, "__name__", "kernel")
         COUNTER.record(str(name))
-        if recording.active() is None:
+        if recording_active() is None:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         resolved = _resolve_grid(self, grid, args, kwargs)
-        with recording.record_kernel("triton", {"name": str(name)}, resolved, args, kwargs):
+        with record_kernel("triton", {"name": str(name)}, resolved, args, kwargs):
             return original(self, *args, grid=resolved, warmup=warmup, **kwargs)
 
     run._kz_counts_launches = True  # type: ignore[attr-defined]
@@ -79,7 +78,7 @@ def _wrap_compiled(cls: type) -> None:
 
         def counted(*args, **kwargs):
             COUNTER.record(name)
-            if recording.active() is None:
+            if recording_active() is None:
                 return runner(*args, **kwargs)
             metadata = getattr(self, "metadata", None)
             options = {
@@ -88,7 +87,7 @@ def _wrap_compiled(cls: type) -> None:
                 if key not in params and getattr(metadata, key, None) is not None
             }
             resolved = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
-            with recording.record_kernel("triton", {"name": name}, resolved, args, options):
+            with record_kernel("triton", {"name": name}, resolved, args, options):
                 return runner(*args, **kwargs)
 
         return counted

@@ -7,9 +7,7 @@ this module loads (for ``kz plugins``) without initialising it.
 
 from __future__ import annotations
 
-from kz_core import hookimpl
-from kz_core.backend import KernelCompileError, RunOutput
-from kz_core.model import BackendInfo
+from kz_core import BackendInfo, KernelCompileError, RunOutput, hookimpl
 
 from kz_backend_triton.checks import check_triton_source
 
@@ -49,7 +47,7 @@ def backend_compile(candidate, workdir):
 def backend_kernels(candidate, workdir):
     if candidate.backend != BACKEND:
         return None
-    from kz_core.backend import CompileFailure
+    from kz_core import CompileFailure
 
     from kz_backend_triton.kernels import TritonKernels
     from kz_backend_triton.trusted import KernelExtractionError, extract_kernels

@@ -15,7 +15,7 @@ import json
 import threading
 from pathlib import Path
 
-from kz_core.paths import cache_dir
+from kz_core import cache_dir
 
 from kz_policy_hf.embedded import write_atomically
 from kz_policy_hf.errors import PolicyError

@@ -31,7 +31,7 @@ from typing import Any
 
 from loguru import logger
 
-from kz_core.paths import CACHE_DIR_ENV, cache_dir
+from kz_core import CACHE_DIR_ENV, cache_dir
 
 from kz_policy_hf.errors import PolicyError
 

@@ -25,7 +25,7 @@ from kz_policy_hf.embedded import embedded_model_path
 from kz_policy_hf.errors import PolicyError
 
 if TYPE_CHECKING:
-    from kz_core.config import PolicyConfig
+    from kz_core import PolicyConfig
 
 ROLES = ("coder", "proposer")
 

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kz_core import hookimpl
 
 if TYPE_CHECKING:
-    from kz_core.config import KzConfig, PolicyConfig
-    from kz_core.model import Completion, Prompt, TrainingSummary
+    from kz_core import Completion, KzConfig, PolicyConfig, Prompt, TrainingSummary
 
 #: The ``policy.sampler`` values this plugin answers to.
 SAMPLER_NAME = "hf"
@@ -51,8 +50,7 @@ def train_policy(role: str, items: Sequence[Any], config: KzConfig, run_dir: Pat
     """
     if config.policy.sampler not in (SAMPLER_NAME, VLLM_SAMPLER_NAME):
         return None
-    from kz_core.evaluate.journal import Journal
-    from kz_core.model import TrainingSummary
+    from kz_core import Journal, TrainingSummary
 
     from kz_policy_hf.errors import PolicyError
     from kz_policy_hf.training import train_coder, train_proposer

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from kz_core.model import Completion, Prompt
+from kz_core import Completion, Prompt
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -31,7 +31,7 @@ from kz_policy_hf.errors import PolicyError
 from kz_policy_hf.loading import LoadedPolicy, load_policy, model_source
 
 if TYPE_CHECKING:
-    from kz_core.config import PolicyConfig
+    from kz_core import PolicyConfig
 
 
 def sample_completions(prompts: Sequence[Prompt], n: int, role: str, config: PolicyConfig) -> list[list[Completion]]:

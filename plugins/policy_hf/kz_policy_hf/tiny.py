@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kz_core.paths import cache_dir
+from kz_core import cache_dir
 
 from kz_policy_hf.embedded import MARKER_FILE, embedded_model_path, write_atomically
 

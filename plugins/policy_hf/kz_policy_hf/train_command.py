@@ -8,7 +8,7 @@ import click
 
 
 def register(cli: click.Group) -> None:
-    from kz_core.cli import config_options
+    from kz_core import config_options
 
     train = cli.commands.get("train")
     if train is None:
@@ -24,10 +24,7 @@ def register(cli: click.Group) -> None:
         """GRPO steps on the Coder (train.*, TRL's option names); resumes an interrupted run."""
         from omegaconf import OmegaConf
 
-        from kz_core.cli import stderr
-        from kz_core.evaluate.journal import Journal
-        from kz_core.problems import load_problems_from_config
-        from kz_core.rundir import open_run_dir
+        from kz_core import Journal, err_console as stderr, load_problems_from_config, open_run_dir
 
         from kz_policy_hf.training import train_coder
 
@@ -52,9 +49,7 @@ def register(cli: click.Group) -> None:
         """GRPO steps on the Proposer (learnability under the current Coder); fills the run's pool."""
         from omegaconf import OmegaConf
 
-        from kz_core.cli import stderr
-        from kz_core.evaluate.journal import Journal
-        from kz_core.rundir import open_run_dir
+        from kz_core import Journal, err_console as stderr, open_run_dir
 
         from kz_policy_hf.training import train_proposer
 
@@ -80,8 +75,7 @@ def register(cli: click.Group) -> None:
         interrupted run. Start GRPO from the result with policy.model=<run dir>/final."""
         from omegaconf import OmegaConf
 
-        from kz_core.cli import stderr
-        from kz_core.rundir import open_run_dir
+        from kz_core import err_console as stderr, open_run_dir
 
         from kz_policy_hf.sft import sft_rows, train_sft
 

@@ -31,11 +31,7 @@ from typing import Any
 
 from loguru import logger
 
-from kz_core.config import grpo_groups
-from kz_core.model import Problem
-from kz_core.paths import replace_file
-from kz_core.prompts import coder_prompt, proposer_prompt
-from kz_core.rewards import API_SEPARATOR, CoderReward, ProposerReward
+from kz_core import API_SEPARATOR, CoderReward, Problem, ProposerReward, coder_prompt, grpo_groups, proposer_prompt, replace_file
 
 from kz_policy_hf.errors import PolicyError
 from kz_policy_hf.loading import model_source, resolve_device
@@ -274,9 +270,7 @@ def train_proposer(config: Any, run_dir: Path, journal: Any = None, api_sets: li
     """
     import random
 
-    from kz_core.frontier import sample_api_sets
-    from kz_core.proposer.catalog import api_catalog
-    from kz_core.proposer.pool import POOL_FILE, ModulePool
+    from kz_core import POOL_FILE, ModulePool, api_catalog, sample_api_sets
 
     pool_path = run_dir / POOL_FILE
     if api_sets is None:

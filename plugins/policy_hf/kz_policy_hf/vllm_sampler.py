@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kz_core.model import Completion, Prompt
+from kz_core import Completion, Prompt
 
 from kz_policy_hf.errors import PolicyError
 from kz_policy_hf.loading import model_source
 from kz_policy_hf.sampling import _check_options, render_prompt
 
 if TYPE_CHECKING:
-    from kz_core.config import PolicyConfig
+    from kz_core import PolicyConfig
 
 _ENGINES: dict[tuple[str, str], Any] = {}
 

@@ -19,9 +19,7 @@ from collections.abc import Sequence
 
 from loguru import logger
 
-from kz_core import hookimpl
-from kz_core.config import RewardConfig
-from kz_core.model import EvalResult
+from kz_core import EvalResult, RewardConfig, hookimpl
 from kz_reward_cagrpo.settings import REWARD_NAME, settings_from_config
 from kz_reward_cagrpo.shaping import CorrectnessAverage, GateDecision, shape_group
 

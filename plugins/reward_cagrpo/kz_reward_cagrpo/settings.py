@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from kz_core.config import ConfigError
+from kz_core import ConfigError
 
 #: The ``reward.name`` this plugin answers to.
 REWARD_NAME = "cagrpo"

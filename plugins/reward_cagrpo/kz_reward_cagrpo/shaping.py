@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from kz_core.model import EvalResult, Verdict
+from kz_core import EvalResult, Verdict
 from kz_reward_cagrpo.settings import CagrpoSettings, Variant
 
 
