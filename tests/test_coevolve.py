@@ -25,7 +25,10 @@ REPO = Path(__file__).resolve().parents[1]
 SCALED_RELU = (REPO / "examples" / "problems" / "2_scaled_relu.py").read_text()
 RELU_KERNEL = (REPO / "examples" / "candidates" / "triton" / "2_scaled_relu.py").read_text()
 ADD_KERNEL = (REPO / "examples" / "candidates" / "triton" / "1_vector_add.py").read_text()
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "COLUMNS": "200"}
+def subprocess_env() -> dict[str, str]:
+    """This process's environment as it is now (a fixture may have changed KZ_CACHE_DIR, and
+    the journal's signatures must check in both processes), offline."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "COLUMNS": "200"}
 
 
 class ScriptedPolicies:
@@ -177,7 +180,7 @@ def test_a_missing_trainer_or_held_out_set_is_a_clear_error(tmp_path):
 
 def kz_train(tmp_path: Path, **kwargs) -> subprocess.Popen | subprocess.CompletedProcess:
     command = [sys.executable, "-m", "kz_core.cli", "train", "--preset", "smoke", f"run.root={tmp_path}", "run.name=smoke"]
-    return subprocess.run(command, capture_output=True, text=True, env=ENV, cwd=tmp_path, **kwargs)
+    return subprocess.run(command, capture_output=True, text=True, env=subprocess_env(), cwd=tmp_path, **kwargs)
 
 
 @pytest.mark.slow
@@ -192,7 +195,7 @@ def test_kz_train_smoke_preset_completes_a_round_and_kz_report_renders_it(tmp_pa
         metrics = [json.loads(x) for x in (run / "rounds" / "1" / phase / "metrics.jsonl").read_text().splitlines()]
         assert [m["step"] for m in metrics] == steps
     assert "report/index.html" in completed.stderr and "co-evolution rounds" in completed.stdout
-    report = subprocess.run([sys.executable, "-m", "kz_core.cli", "report", str(run)], capture_output=True, text=True, env=ENV)
+    report = subprocess.run([sys.executable, "-m", "kz_core.cli", "report", str(run)], capture_output=True, text=True, env=subprocess_env())
     assert report.returncode == 0, report.stderr
     page = (run / "report" / "index.html").read_text()
     for plot in ("coder_reward.png", "proposer_reward.png", "pool.png", "frontier.png", "heldout.png"):
@@ -204,7 +207,7 @@ def test_kz_train_smoke_preset_completes_a_round_and_kz_report_renders_it(tmp_pa
 def test_kz_train_killed_mid_round_resumes_without_redoing_finished_work(tmp_path):
     command = [sys.executable, "-m", "kz_core.cli", "train", "--preset", "smoke", f"run.root={tmp_path}", "run.name=smoke"]
     run = tmp_path / "smoke"
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=tmp_path, start_new_session=True)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=subprocess_env(), cwd=tmp_path, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and process.poll() is None:
