@@ -3,8 +3,8 @@
 An adapter folder (``adapter_config.json`` and ``adapter_model.safetensors``, what peft's
 ``save_pretrained`` and ``kz train sft``'s ``adapter/`` hold) is merged into its base model
 on first use and the result written, like the embedded model, as a plain checkpoint under
-``<cache>/models/adapted-<digest>``, where the digest covers the base model and the
-adapter's files. Sampling and training then load that folder like any other local
+``<cache>/models/adapted-<digest>``, where the digest covers the base model (for a local
+folder, its files' names, sizes and times too) and the adapter's files. Sampling and training then load that folder like any other local
 checkpoint, so every sampler and trainer works with adapters without knowing about them.
 """
 
@@ -43,6 +43,10 @@ def adapted_model_path(base: str, adapter: str) -> Path:
             "give the adapter/ folder of `kz train sft` or a peft save_pretrained folder, or leave it empty"
         )
     digest = hashlib.sha256(base.encode())
+    if Path(base).is_dir():  # a local checkpoint retrained in place is another base model
+        from kz_policy_hf.loading import _fingerprint
+
+        digest.update(repr(_fingerprint(Path(base))).encode())
     for name in ADAPTER_FILES:
         digest.update((folder / name).read_bytes())
     target = cache_dir() / "models" / f"adapted-{digest.hexdigest()[:16]}"

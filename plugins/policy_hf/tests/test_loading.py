@@ -159,3 +159,19 @@ def test_an_adapter_is_merged_once_into_a_checkpoint(tmp_path: Path) -> None:
 def test_a_folder_that_is_not_an_adapter_says_so(tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="is not a LoRA adapter folder"):
         model_source(PolicyConfig(model="embedded:tiny", adapter=str(tmp_path)), "coder")
+
+
+def test_a_base_model_retrained_in_place_gets_the_adapter_merged_again(tmp_path: Path) -> None:
+    import shutil
+
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = tmp_path / "base"
+    shutil.copytree(model_source(PolicyConfig(model="embedded:tiny"), "coder"), base)
+    get_peft_model(AutoModelForCausalLM.from_pretrained(base), LoraConfig(r=2, target_modules="all-linear")).save_pretrained(tmp_path / "adapter")
+    config = PolicyConfig(model=str(base), adapter=str(tmp_path / "adapter"))
+    first = model_source(config, "coder")
+    weights = next(p for p in base.iterdir() if p.suffix == ".safetensors")
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    assert model_source(config, "coder") != first
