@@ -58,9 +58,10 @@ def register_backends(register: Callable[[BackendInfo], None]) -> None:
 
     Call ``register(BackendInfo(name=..., language=..., description=..., runs_on_cpu=...))``
     once per backend. A candidate names its backend in ``Candidate.backend``; the plugin
-    that registers a name also answers :func:`backend_compile` and :func:`backend_run` for
-    candidates with that name. Registering a name another plugin registered is an error
-    that names both plugins.
+    that registers a name also answers :func:`backend_compile`, :func:`backend_run` and
+    :func:`backend_kernels` for candidates with that name, and kz calls those hooks on
+    that plugin only (``kz_core.plugins.backend_hook``): no other plugin sees them.
+    Registering a name another plugin registered is an error that names both plugins.
 
     :param register: callback taking one :class:`kz_core.model.BackendInfo`.
     :returns: nothing; results are ignored.

@@ -197,6 +197,26 @@ def registrations(hook_name: str, key: Callable[[Any], str], what: str) -> dict[
     return registry
 
 
+_backend_callers: dict[tuple[str, str, frozenset[int]], Any] = {}
+
+
+def backend_hook(hook_name: str, backend: str) -> Any:
+    """The hook ``hook_name`` (``backend_compile``, ``backend_run``, ``backend_kernels``)
+    called on the plugin that registered ``backend`` only, so that no other plugin can take
+    that backend's candidates (pluggy's ``subset_hook_caller``). A backend that no plugin
+    registered gets a caller with no implementation (None for these first-result hooks).
+    """
+    load_plugins()
+    plugins = pm.get_plugins()
+    key = (hook_name, backend, frozenset(map(id, plugins)))
+    caller = _backend_callers.get(key)
+    if caller is None:
+        owner = registrations("register_backends", _backend_name, "backend").get(backend, (None, None))[1]
+        others = [plugin for plugin in plugins if (pm.get_name(plugin) or str(plugin)) != owner]
+        caller = _backend_callers[key] = pm.subset_hook_caller(hook_name, remove_plugins=others)
+    return caller
+
+
 def backends() -> dict[str, Any]:
     """Registered backends by name (:class:`kz_core.model.BackendInfo`)."""
     return {name: item for name, (item, _) in registrations("register_backends", _backend_name, "backend").items()}

@@ -117,3 +117,28 @@ def test_a_broken_entry_point_is_skipped_with_a_message(tmp_path):
     assert "plugin 'broken' (kz-broken) failed to import" in completed.stderr
     assert "this plugin is broken" in completed.stderr
     assert "backend_triton" in completed.stdout
+
+
+def test_backend_hooks_are_called_on_the_plugin_that_registered_the_backend(register_plugin, tmp_path):
+    """A backend plugin that forgets to check ``candidate.backend`` cannot take another
+    backend's candidates: kz calls backend hooks on the backend's own plugin only."""
+    from kz_core import CompileFailure
+    from kz_core.model import Candidate, Verdict
+    from kz_core.plugins import backend_hook
+
+    class Greedy:
+        @hookimpl
+        def register_backends(self, register):
+            register(BackendInfo(name="greedy", language="python", description="answers everything"))
+
+        @hookimpl
+        def backend_compile(self, candidate):
+            return CompileFailure(message=f"greedy took {candidate.backend}", verdict=Verdict.COMPILE_ERROR)
+
+    register_plugin(Greedy(), "greedy")
+    code = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+    for backend in ("triton", "greedy"):
+        result = backend_hook("backend_compile", backend)(candidate=Candidate("p", backend, code), device="cpu", workdir=tmp_path)
+        took = isinstance(result, CompileFailure) and result.message.startswith("greedy took")
+        assert took is (backend == "greedy"), (backend, result)
+    assert backend_hook("backend_compile", "nobody")(candidate=Candidate("p", "nobody", code), device="cpu", workdir=tmp_path) is None

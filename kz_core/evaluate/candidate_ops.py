@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kz_core.evaluate.execution import error_reply, set_cpu_budget
+from kz_core.plugins import backend_hook
 
 
 class CandidateOps:
@@ -49,7 +50,7 @@ class CandidateOps:
             return error_reply("problem", exc)
         self.candidate = {"workdir": workdir, "problem_module": module, "threads_before": threads_before}
         try:
-            compiled = self.pm.hook.backend_compile(candidate=candidate, device=self.device, workdir=workdir)
+            compiled = backend_hook("backend_compile", candidate.backend)(candidate=candidate, device=self.device, workdir=workdir)
         except BaseException as exc:  # noqa: BLE001 - raising at import is a compile failure
             return error_reply("compile", exc)
         compile_s = time.perf_counter() - started
@@ -198,7 +199,7 @@ class CandidateOps:
             return None
 
     def _run_unsynchronized(self, model: Any, inputs: list[Any]) -> Any:
-        output = self.pm.hook.backend_run(compiled=self.candidate["compiled"], model=model, inputs=inputs)
+        output = backend_hook("backend_run", self.candidate["compiled"].backend)(compiled=self.candidate["compiled"], model=model, inputs=inputs)
         if output is None:
             raise RuntimeError(f"no installed plugin runs backend {self.candidate['compiled'].backend!r}")
         return output.outputs
@@ -206,7 +207,7 @@ class CandidateOps:
     def _run(self, model: Any, inputs: list[Any]) -> Any:
         from kz_core.evaluate.execution import synchronize
 
-        output = self.pm.hook.backend_run(compiled=self.candidate["compiled"], model=model, inputs=inputs)
+        output = backend_hook("backend_run", self.candidate["compiled"].backend)(compiled=self.candidate["compiled"], model=model, inputs=inputs)
         if output is None:
             raise RuntimeError(f"no installed plugin runs backend {self.candidate['compiled'].backend!r}")
         synchronize(self.device)
@@ -277,7 +278,7 @@ class CandidateOps:
         poison_free_memory(self.device, request.get("poison_mb", 0))
         seen = None
         with profiled(self.device, self.candidate["workdir"] / "trace.json") if profile else contextlib.nullcontext() as seen:
-            output = self.pm.hook.backend_run(compiled=self.candidate["compiled"], model=model, inputs=inputs)
+            output = backend_hook("backend_run", self.candidate["compiled"].backend)(compiled=self.candidate["compiled"], model=model, inputs=inputs)
             synchronize(self.device)
         if output is None:
             raise RuntimeError(f"no installed plugin runs backend {self.candidate['compiled'].backend!r}")

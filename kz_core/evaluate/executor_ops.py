@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kz_core.evaluate.execution import error_reply
+from kz_core.plugins import backend_hook
 
 
 def _unexpected(leaves: list[Any], expected: list[Any] | None) -> dict[int, str]:
@@ -52,7 +53,7 @@ class ExecutorOps:
         workdir.mkdir(exist_ok=True)
         started = time.perf_counter()
         try:
-            kernels = self.pm.hook.backend_kernels(candidate=candidate, device=self.device, workdir=workdir)
+            kernels = backend_hook("backend_kernels", candidate.backend)(candidate=candidate, device=self.device, workdir=workdir)
         except BaseException as exc:  # noqa: BLE001 - a kernel that cannot be built
             return error_reply("compile", exc)
         if kernels is None:
