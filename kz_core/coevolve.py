@@ -379,7 +379,7 @@ class Coevolution:
         for sample, result in zip(samples, results):
             if result.correct:
                 prompt = coder_prompt(by_problem[sample.problem], sample.backend, config.policy)
-                rows.append({"prompt": [{"role": m.role, "content": m.content} for m in prompt.messages], "completion": [{"role": "assistant", "content": sample.text}]})
+                rows.append({"prompt": prompt.chat(), "completion": [{"role": "assistant", "content": sample.text}]})
         record = {"samples": len(samples), "correct": len(rows), "reused": reused}
         if not rows:
             logger.warning("round {}: expert iteration kept no sample (none correct): the Coder is not fine-tuned", round_number)

@@ -342,6 +342,11 @@ class Prompt:
     prompt_id: str
     messages: tuple[ChatMessage, ...]
 
+    def chat(self) -> list[dict[str, str]]:
+        """The messages as chat dicts (``role``, ``content``): what chat templates, TRL
+        datasets and the training data files take."""
+        return [{"role": m.role, "content": m.content} for m in self.messages]
+
 
 @attrs.frozen
 class Completion:

@@ -74,9 +74,9 @@ def test_kept_pairs_are_verified_with_provenance_and_the_grpo_prompts(synthesize
 
     row = coder[0]
     expected = coder_prompt(Problem(row["problem"], row["problem_code"]), row["backend"], config.policy)
-    assert row["prompt"] == [{"role": m.role, "content": m.content} for m in expected.messages]
+    assert row["prompt"] == expected.chat()
     expected = proposer_prompt(proposer[0]["apis"], config.policy)
-    assert proposer[0]["prompt"] == [{"role": m.role, "content": m.content} for m in expected.messages]
+    assert proposer[0]["prompt"] == expected.chat()
 
 
 def test_the_heldout_split_is_disjoint_by_family_and_datasets_loads_it(synthesized):

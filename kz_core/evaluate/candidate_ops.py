@@ -198,18 +198,21 @@ class CandidateOps:
         except Exception:  # noqa: BLE001 - it cannot be captured; the executor times it with events
             return None
 
-    def _run_unsynchronized(self, model: Any, inputs: list[Any]) -> Any:
-        output = backend_hook("backend_run", self.candidate["compiled"].backend)(compiled=self.candidate["compiled"], model=model, inputs=inputs)
+    def _backend_run(self, model: Any, inputs: list[Any]) -> Any:
+        """The loaded candidate's forward through its backend's ``backend_run``: a RunOutput."""
+        compiled = self.candidate["compiled"]
+        output = backend_hook("backend_run", compiled.backend)(compiled=compiled, model=model, inputs=inputs)
         if output is None:
-            raise RuntimeError(f"no installed plugin runs backend {self.candidate['compiled'].backend!r}")
-        return output.outputs
+            raise RuntimeError(f"no installed plugin runs backend {compiled.backend!r}")
+        return output
+
+    def _run_unsynchronized(self, model: Any, inputs: list[Any]) -> Any:
+        return self._backend_run(model, inputs).outputs
 
     def _run(self, model: Any, inputs: list[Any]) -> Any:
         from kz_core.evaluate.execution import synchronize
 
-        output = backend_hook("backend_run", self.candidate["compiled"].backend)(compiled=self.candidate["compiled"], model=model, inputs=inputs)
-        if output is None:
-            raise RuntimeError(f"no installed plugin runs backend {self.candidate['compiled'].backend!r}")
+        output = self._backend_run(model, inputs)
         synchronize(self.device)
         return output.outputs
 
@@ -278,10 +281,8 @@ class CandidateOps:
         poison_free_memory(self.device, request.get("poison_mb", 0))
         seen = None
         with profiled(self.device, self.candidate["workdir"] / "trace.json") if profile else contextlib.nullcontext() as seen:
-            output = backend_hook("backend_run", self.candidate["compiled"].backend)(compiled=self.candidate["compiled"], model=model, inputs=inputs)
+            output = self._backend_run(model, inputs)
             synchronize(self.device)
-        if output is None:
-            raise RuntimeError(f"no installed plugin runs backend {self.candidate['compiled'].backend!r}")
         structure, leaves = flatten_outputs(output.outputs)
         tensor_inputs = [x for x in inputs if isinstance(x, torch.Tensor)]
         record = {

@@ -55,10 +55,6 @@ class SynthReport:
     problem_files: dict[str, str] = attrs.field(factory=dict)
 
 
-def _messages(prompt: Any) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in prompt.messages]
-
-
 def _answer(code: str) -> list[dict[str, str]]:
     return [{"role": "assistant", "content": f"```python\n{code.rstrip()}\n```"}]
 
@@ -170,7 +166,7 @@ def synthesize_dataset(
             rejected[f"{backend} {verdict}"] += 1
             continue
         prompt = coder_prompt(problem, backend, config.policy)
-        rows.append({"role": "coder", "backend": backend, "prompt": _messages(prompt), "completion": _answer(getattr(synthetic, backend)), **provenance(name, item_seed, synthetic, verdict)})
+        rows.append({"role": "coder", "backend": backend, "prompt": prompt.chat(), "completion": _answer(getattr(synthetic, backend)), **provenance(name, item_seed, synthetic, verdict)})
     if proposer:
         with ModuleValidator(config) as validator:
             entries = [(name, synthetic.problem, synthetic.apis) for name, (_, synthetic, _) in problems.items()]
@@ -189,7 +185,7 @@ def synthesize_dataset(
                 rejected[f"module {validation.findings[0].check if validation.findings else 'invalid'}"] += 1
                 continue
             prompt = proposer_prompt(list(synthetic.apis), config.policy)
-            rows.append({"role": "proposer", "backend": "", "prompt": _messages(prompt), "completion": _answer(synthetic.problem), **provenance(validation.name, item_seed, synthetic, "valid")})
+            rows.append({"role": "proposer", "backend": "", "prompt": prompt.chat(), "completion": _answer(synthetic.problem), **provenance(validation.name, item_seed, synthetic, "valid")})
         # A problem module validation refuses (its output is constant, it is not
         # deterministic...) is a poor exercise for the Coder too: its pairs go as well.
         invalid = {v.name for v in validations if not v.valid}

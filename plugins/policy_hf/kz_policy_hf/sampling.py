@@ -92,7 +92,7 @@ def render_prompt(prompt: Prompt, tokenizer: Any) -> tuple[str, bool]:
         False for a chat template's output, which places them itself; True for the plain
         ``role: content`` transcript used when the tokenizer has no chat template.
     """
-    messages = [{"role": message.role, "content": message.content} for message in prompt.messages]
+    messages = prompt.chat()
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return str(text), False

@@ -44,7 +44,7 @@ def prompt_dataset(problems: list[Problem], config: Any) -> Any:
     rows = []
     for problem in problems:
         prompt = coder_prompt(problem, config.eval.backend, config.policy)
-        rows.append({"prompt": [{"role": m.role, "content": m.content} for m in prompt.messages], "problem": problem.name})
+        rows.append({"prompt": prompt.chat(), "problem": problem.name})
     return Dataset.from_list(rows)
 
 
@@ -55,7 +55,7 @@ def proposer_dataset(api_sets: list[tuple[str, ...]], config: Any) -> Any:
     rows = []
     for apis in api_sets:
         prompt = proposer_prompt(list(apis), config.policy)
-        rows.append({"prompt": [{"role": m.role, "content": m.content} for m in prompt.messages], "apis": API_SEPARATOR.join(apis)})
+        rows.append({"prompt": prompt.chat(), "apis": API_SEPARATOR.join(apis)})
     return Dataset.from_list(rows)
 
 
