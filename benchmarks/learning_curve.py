@@ -108,7 +108,6 @@ def _judge_coder(folder: Path, name: str, config: Any, journal: Any) -> dict[str
         "format_error_rate": summary.verdicts.get("format_error", 0) / max(summary.total, 1),
         "correct": summary.correct,
         "pass@1": at.get(1),
-        f"pass@{n}": at.get(n),
         "pass@n": at.get(n),
         "n": n,
         "verdicts": {k: v for k, v in summary.verdicts.items() if v},
