@@ -38,12 +38,13 @@ stage() {  # stage NAME COMMAND...: run one stage, log to $OUT/NAME.log, never s
 }
 
 setup() {
-  if [ ! -f "$SITE/.kz-installed" ]; then
+  if [ ! -f "$SITE/.kz-wheels" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl || return 1
-    python3 -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target "$SITE" \
-      . plugins/backend_triton plugins/backend_cuda plugins/reward_cagrpo plugins/policy_hf || return 1
-    touch "$SITE/.kz-installed"
+    touch "$SITE/.kz-wheels"
   fi
+  # kz itself every call: a warm machine keeps $SITE, and the tree may have changed since.
+  python3 -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target "$SITE" \
+    . plugins/backend_triton plugins/backend_cuda plugins/reward_cagrpo plugins/policy_hf || return 1
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/device.txt"
   $PY -c "import torch, triton, transformers, trl; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__)" >> "$OUT/device.txt" 2>&1
   cat "$OUT/device.txt"
@@ -82,7 +83,7 @@ for what in "$@"; do
     setup) setup ;;
     model-p1) mkdir -p "$HOME/smol" && cp .model/p1/* "$HOME/smol/" && ls -la "$HOME/smol" ;;
     model) stage model model ;;
-    tests) stage tests timeout "${KZ_TESTS_S:-420}" $PY -m pytest -m gpu tests/evaluate plugins -q -rs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" ${KZ_TESTS_K:+-k "$KZ_TESTS_K"} ;;
+    tests) stage tests timeout "${KZ_TESTS_S:-420}" $PY -m pytest -m gpu ${KZ_TESTS_PATHS:-tests/evaluate plugins} -v -rfEs --tb=short -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" ${KZ_TESTS_K:+-k "$KZ_TESTS_K"} ;;
     spread) stage timing_spread timeout "${KZ_SPREAD_S:-240}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --methods "${KZ_SPREAD_METHODS:-graph,events}" --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
     bench-eval)
       stage eval_throughput timeout "${KZ_EVAL_S:-150}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl --level 1 --limit "${KZ_EVAL_LIMIT:-40}" --device cuda --workers 4 --out "$OUT/eval_throughput.json"

@@ -173,7 +173,10 @@ class Evaluator:
             replay_ms=self.config.graph_replay_ms,
             max_calls_per_replay=self.config.graph_max_calls,
         )
-        reference_pool = WorkerPool(self.device, "reference", self.config.reference_workers, SandboxSettings(**common))
+        # Reference workers run the problem's code (the Proposer's, in co-evolution): forked
+        # and confined like executors, kept between calls but bound to one problem each.
+        reference_settings = attrs.evolve(sandboxed, cpu_budget_s=0)
+        reference_pool = WorkerPool(self.device, "reference", self.config.reference_workers, reference_settings, zygote=self._zygote, single_use=False)
         self.references = ReferenceService(self.config, self.device, reference_pool, self._gpu, self.seeds, self._timing, self._environment)
 
     # -- lifecycle ----------------------------------------------------------------------

@@ -2,7 +2,8 @@
 inputs, with every check, and time them.
 
 An executor is forked fresh for each candidate and runs only kz's code, the problem's
-``get_inputs`` and the candidate's kernels, built by the backend's ``backend_kernels``
+``get_inputs`` and constructor (after it has built the kernels: from then on it writes
+no shared cache, ``Worker.seal_shared_caches``) and the candidate's kernels, built by the backend's ``backend_kernels``
 hook from the source as data: no code of the candidate's module ever runs here. So what
 it reports (which kernels and torch operations ran, whether inputs changed, whether
 outputs came from the kernels, how long a call takes) is a measurement the candidate
@@ -63,7 +64,6 @@ class ExecutorOps:
         self.kernels = kernels
         self.plans: dict[str, Any] = {}
         try:
-            self.problem = self.problem_module(request["problem"])
             for key, (plan, constants) in request["plans"].items():
                 validate_plan(plan, candidate.backend, len(constants))
                 self.plans[key] = Replay(plan, constants, kernels.launch, self.device)
@@ -74,6 +74,12 @@ class ExecutorOps:
         if self.device.startswith("cuda"):
             for replay in self.plans.values():
                 replay.precompile(kernels.precompile)
+        # Last: the problem's code may be model-written, and loading it seals the shared
+        # kernel caches (Worker.seal_shared_caches) that the builds above wrote.
+        try:
+            self.problem = self.problem_module(request["problem"])
+        except BaseException as exc:  # noqa: BLE001
+            return error_reply("problem", exc)
         return {"ok": True, "failure": None, "seconds": time.perf_counter() - started, "notes": list(kernels.describe())}
 
     def op_add_plans(self, request: dict[str, Any]) -> dict[str, Any]:

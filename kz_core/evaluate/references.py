@@ -1,6 +1,9 @@
 """The reference side of an evaluation: reference outputs, baselines, on-device comparison.
 
-All of it runs in *reference* workers, which never run candidate code. Reference outputs
+All of it runs in *reference* workers, which never run candidate code. They run the
+problem's code, which may be model-written (the Proposer's modules in co-evolution), so
+they are forked from the evaluator's zygote under Landlock and seccomp like executors, and
+each is bound to one problem: a worker that ran one problem's code never serves another. Reference outputs
 are computed once per problem for the evaluator's secret seeds and kept (least recently
 used first out) within a memory budget; baselines are timed once per problem, device and
 torch version and cached in the user's cache folder; outputs too large to move are
@@ -179,7 +182,7 @@ class ReferenceService:
             "variant_seed": self.seeds.variant,
             "max_transfer_bytes": self.config.transfer_limit_mb << 20 if self.device != "cpu" else 1 << 62,
         }
-        with self.gpu.shared(), self.pool.acquire() as worker:
+        with self.gpu.shared(), self.pool.acquire(problem.content_hash) as worker:
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "reference")
         if failure is not None or reply is None:
             return ReferenceRecord(error=(failure.message if failure else "no reply"))
@@ -213,7 +216,7 @@ class ReferenceService:
             "rtol": self.config.rtol,
             "label": label,
         }
-        with self.pool.acquire() as worker:
+        with self.pool.acquire(problem.content_hash) as worker:
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "comparison")
         if failure is not None or reply is None:
             message = failure.message if failure else "no reply"
@@ -258,7 +261,7 @@ class ReferenceService:
                     "settings": attrs.asdict(settings),
                 }
                 timeout = self.config.run_timeout_s + (self.config.compile_timeout_s if mode == "compile" else 0)
-                with self.gpu.exclusive(), self.pool.acquire() as worker:
+                with self.gpu.exclusive(), self.pool.acquire(problem.content_hash) as worker:
                     reply, failure = call_worker(worker, request, timeout, f"{mode} baseline")
                     if reply is not None and reply.get("retire"):
                         worker.kill()  # a failed graph capture left its random generator unusable

@@ -2,14 +2,17 @@
 
 Two kinds of worker:
 
-- **trusted** workers (``reference``) are ``python -m kz_core.evaluate.worker`` started
-  in a session of their own; they never run candidate code and live as long as the pool;
-- **sandboxed** workers (``candidate``, ``executor``) are forked by the evaluator's
-  :class:`ZygoteProcess` (``kz_core/evaluate/zygote.py``), fresh for every candidate:
-  a worker that ran one candidate is killed, never reused. A ``candidate`` worker runs
-  model-written code in the full sandbox of ``isolation.py`` (its own user, PID, mount,
-  network and IPC namespaces, Landlock, seccomp, resource limits); an ``executor`` runs
-  only kz's code and the candidate's kernels, confined by Landlock and seccomp.
+- **trusted** workers are ``python -m kz_core.evaluate.worker`` started in a session of
+  their own; they never run candidate code and live as long as the pool (problem audits);
+- **sandboxed** workers are forked by the evaluator's :class:`ZygoteProcess`
+  (``kz_core/evaluate/zygote.py``). ``candidate`` and ``executor`` workers are fresh for
+  every candidate: a worker that ran one candidate is killed, never reused. A ``candidate``
+  worker runs model-written code in the full sandbox of ``isolation.py`` (its own user,
+  PID, mount, network and IPC namespaces, Landlock, seccomp, resource limits); an
+  ``executor`` runs only kz's code, the problem's and the candidate's kernels, confined by
+  Landlock and seccomp. ``reference`` workers run the problem's code (model-written in
+  co-evolution) under Landlock and seccomp too, and each is bound to one problem
+  (``WorkerPool.acquire(key)``).
 
 Every worker gets an environment reduced to an allowlist and a scratch folder of its own.
 Requests go over a socket pair; every call has a hard wall-clock timeout, after which the
@@ -309,6 +312,8 @@ class WorkerProcess:
         self.marker = f"{SESSION_MARKER}-{secrets.token_hex(8)}"
         self.uses = 0
         self.retired = False
+        #: The key this worker is bound to (``WorkerPool.acquire(key)``), if any.
+        self.binding: str | None = None
         self.zygote = zygote
         self.worker_pid = 0
         settings.scratch_root.mkdir(parents=True, exist_ok=True)
@@ -333,6 +338,10 @@ class WorkerProcess:
         elif role == "executor":
             env["KZ_CACHE_DIR"] = str(cache_dir())
             env["TRITON_CACHE_DIR"] = str(cache_dir() / "triton-executor")
+        elif zygote is not None:  # a sandboxed reference worker: caches of its own
+            env["KZ_CACHE_DIR"] = str(self.scratch / "cache")
+            env["TRITON_CACHE_DIR"] = str(self.scratch / "triton-cache")
+            env["TORCHINDUCTOR_CACHE_DIR"] = str(self.scratch / "inductor-cache")
         else:
             env.setdefault("KZ_CACHE_DIR", str(cache_dir()))
             env.setdefault("TRITON_CACHE_DIR", str(self.scratch / "triton-cache"))
@@ -485,18 +494,31 @@ def _remove_tree(path: Path) -> None:
 class WorkerPool:
     """Up to ``size`` workers of one role on one device, started on demand.
 
-    :param zygote: fork workers from it, each used once and then killed (sandboxed
-        roles); the pool keeps started workers ready so that a candidate does not wait
-        for one.
+    :param zygote: fork workers from it (sandboxed roles); the pool keeps started workers
+        ready so that a candidate does not wait for one.
+    :param single_use: kill a worker after one use (default: when forked from a zygote).
+        A pool that keeps its workers can bind each to a key (``acquire(key)``): a worker
+        that served one key never serves another (reference workers, one problem each).
     """
 
-    def __init__(self, device: str, role: str, size: int, settings: SandboxSettings, recycle_after: int = 0, zygote: ZygoteProcess | None = None):
+    def __init__(
+        self,
+        device: str,
+        role: str,
+        size: int,
+        settings: SandboxSettings,
+        recycle_after: int = 0,
+        zygote: ZygoteProcess | None = None,
+        single_use: bool | None = None,
+    ):
         self.device = device
         self.role = role
         self.size = max(1, size)
         self.settings = settings
         self.zygote = zygote
-        self.recycle_after = 1 if zygote is not None else recycle_after
+        #: Kill a worker after one use (the default for forked, sandboxed workers).
+        self.single_use = zygote is not None if single_use is None else single_use
+        self.recycle_after = 1 if self.single_use else recycle_after
         self._idle: queue.LifoQueue[WorkerProcess] = queue.LifoQueue()
         self._live = 0
         self._lock = threading.Lock()
@@ -545,35 +567,27 @@ class WorkerPool:
             raise errors[0]
 
     @contextlib.contextmanager
-    def acquire(self) -> Iterator[WorkerProcess]:
-        """A worker for exclusive use; retired workers are replaced on the next acquire."""
+    def acquire(self, key: str | None = None) -> Iterator[WorkerProcess]:
+        """A worker for exclusive use; retired workers are replaced on the next acquire.
+
+        :param key: serve only with a worker that never served another key: an idle worker
+            bound to ``key`` or a fresh one; when the pool is full, an idle worker bound to
+            another key is ended to make room.
+        """
         if self._closed:
             raise WorkerError("the pool is closed")
-        worker = None
-        with self._lock:
-            try:
-                worker = self._idle.get_nowait()
-            except queue.Empty:
-                if self._live < self.size:
-                    self._live += 1
-                    worker = None
-                else:
-                    worker = ...  # type: ignore[assignment]
+        worker = self._take(key)
         while worker is ...:
-            try:
-                worker = self._idle.get(timeout=0.5)
-            except queue.Empty:
-                with self._lock:  # a replacement failed to start: start one here
-                    if self._live < self.size:
-                        self._live += 1
-                        worker = None
+            time.sleep(0.05)
+            worker = self._take(key, wait=0.45)
         if worker is None:
             worker = self._start()
+        worker.binding = worker.binding if key is None else key
         try:
             yield worker
         finally:
             worker.uses += 1
-            if self.zygote is not None and not worker.retired:
+            if self.single_use and not worker.retired:
                 worker.kill()  # it ran a candidate: never reused
             elif self.recycle_after and worker.uses >= self.recycle_after and not worker.retired:
                 worker.shutdown()
@@ -585,6 +599,45 @@ class WorkerPool:
                 self._replace()
             else:
                 self._idle.put(worker)
+
+    def _take(self, key: str | None, wait: float = 0.0) -> Any:
+        """An idle worker that may serve ``key``; None: start one (counted); ``...``: wait."""
+        if key is None:
+            with self._lock:
+                try:
+                    return self._idle.get_nowait()
+                except queue.Empty:
+                    if self._live < self.size:
+                        self._live += 1
+                        return None
+            if not wait:
+                return ...
+            try:
+                return self._idle.get(timeout=wait)
+            except queue.Empty:
+                return ...
+        with self._lock:
+            idle = []
+            while True:
+                try:
+                    idle.append(self._idle.get_nowait())
+                except queue.Empty:
+                    break
+            chosen = next((w for w in idle if w.binding == key), None) or next((w for w in idle if w.binding is None), None)
+            evicted = None
+            if chosen is None and self._live >= self.size and idle:
+                evicted = idle[-1]  # the least recently returned (the queue is last in, first out)
+            for worker in reversed(idle):
+                if worker is not chosen and worker is not evicted:
+                    self._idle.put(worker)
+            if chosen is not None:
+                return chosen
+            if evicted is None and self._live >= self.size:
+                return ...
+            self._live += 1 if evicted is None else 0
+        if evicted is not None:
+            evicted.shutdown()  # served another key: its slot goes to a fresh worker
+        return None
 
     def _replace(self) -> None:
         """A worker left the pool: start its replacement in the background."""

@@ -63,8 +63,11 @@ def _backend_versions() -> str:
 class Worker(ReferenceOps, CandidateOps, ExecutorOps):
     """One worker's state between requests."""
 
-    def __init__(self, init: dict[str, Any]):
+    def __init__(self, init: dict[str, Any], sandbox: dict[str, Any] | None = None):
         self.device: str = init["device"]
+        #: How the zygote placed this worker (``sandbox.sandbox_spec``); None when trusted.
+        self.sandbox = sandbox
+        self.sealed = False
         self.role: str = init["role"]
         self.scratch_root = Path(init["scratch_root"])
         self.cpu_budget_s: int = init.get("cpu_budget_s", 0)
@@ -112,10 +115,36 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             info["l2_bytes"] = int(getattr(props, "L2_cache_size", 0))
         return info
 
+    def seal_shared_caches(self) -> None:
+        """Before an executor first runs the problem's code: from now on it writes no
+        cache another process reads.
+
+        An executor writes the shared kernel caches while it builds the candidate's
+        kernels (kz's code only), then runs the problem's ``get_inputs`` and constructor,
+        which may be model-written (the Proposer's modules). Triton now writes into this
+        worker's scratch folder and reads the shared cache (as candidate workers do), and a
+        second Landlock layer takes the shared caches off the writable folders."""
+        if self.sealed or self.role != "executor":
+            return
+        self.sealed = True
+        shared = os.environ.get("TRITON_CACHE_DIR", "")
+        os.environ["TRITON_CACHE_DIR"] = str(self.scratch_root / "triton-cache")
+        if shared:
+            os.environ["KZ_TRITON_READ_CACHE"] = shared
+            os.environ["TRITON_CACHE_MANAGER"] = "kz_core.evaluate.triton_cache:LayeredCacheManager"
+        spec = self.sandbox
+        if spec and spec.get("landlock"):
+            from kz_core.evaluate import isolation
+
+            writable = [str(self.scratch_root), "/dev/shm", f"/proc/{os.getpid()}/task"]
+            readable = [*spec["read_paths"], *(p for p in spec["write_paths"] if p not in writable)]
+            isolation.apply_landlock(readable, writable, spec["device_paths"])
+
     def problem_module(self, problem: dict[str, Any]) -> Any:
         from kz_core.evaluate.execution import load_module
 
         key = problem["hash"]
+        self.seal_shared_caches()
         if key not in self.problems:
             folder = Path(tempfile.mkdtemp(prefix="problem-", dir=self.scratch_root))
             self.problems[key] = load_module(problem["code"], f"kz_problem_{key[:12]}", str(folder / f"{problem['name']}.py"))
@@ -142,6 +171,7 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
         from kz_core.evaluate.execution import load_module
 
         self.counter += 1
+        self.seal_shared_caches()
         folder = Path(tempfile.mkdtemp(prefix="variant-", dir=self.scratch_root))
         module = load_module(problem["code"], f"kz_problem_{problem['hash'][:12]}_v{self.counter}", str(folder / f"{problem['name']}.py"))
         for name, value in overrides.items():
@@ -151,16 +181,17 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
     # -- reference role -----------------------------------------------------------------
 
 
-def serve(sock: socket.socket, preapplied_limits: bool = False) -> None:
+def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[str, Any] | None = None) -> None:
     """Answer requests on ``sock`` until told to stop (the first one is ``init``).
 
     :param preapplied_limits: the zygote's supervisor already limited this process.
+    :param sandbox: how the zygote placed this worker (its ``sandbox_spec``).
     """
     init = wire.recv_request(sock)
     try:
         if not preapplied_limits:
             apply_limits(init.get("limits", {}))
-        worker = Worker(init)
+        worker = Worker(init, sandbox)
     except BaseException as exc:  # noqa: BLE001 - report why the worker cannot start
         wire.send_reply(sock, error_reply("start", exc))
         return

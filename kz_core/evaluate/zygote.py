@@ -144,7 +144,7 @@ def _run_worker(worker_sock: socket.socket, spec: dict[str, Any]) -> None:
             isolation.apply_landlock(spec["read_paths"], [*spec["write_paths"], own_tasks], spec["device_paths"])
         if spec.get("seccomp"):
             isolation.install_seccomp()
-        worker.serve(worker_sock, preapplied_limits=True)
+        worker.serve(worker_sock, preapplied_limits=True, sandbox=spec)
     except BaseException:  # noqa: BLE001 - the parent reads the log and sees the socket close
         traceback.print_exc()
         code = 70

@@ -1,0 +1,116 @@
+"""Problems are untrusted too: in co-evolution the Proposer writes them. A problem's code
+runs in reference workers, which are confined like executors and bound to one problem
+each, so a problem built to attack cannot change another problem's reference outputs or
+write the run's files and caches.
+
+Each test is the attack that defeated the previous design, where one trusted, persistent
+reference worker served every problem with the user's rights."""
+
+from __future__ import annotations
+
+import pytest
+
+from kz_core.evaluate import Evaluator, isolation
+from kz_core.model import Candidate, Problem, Verdict
+
+from .conftest import EXAMPLE_CANDIDATES, REPO, eval_config
+
+VECTOR_ADD = (REPO / "examples" / "problems" / "1_vector_add.py").read_text()
+SCALED_RELU = (REPO / "examples" / "problems" / "2_scaled_relu.py").read_text()
+HONEST_RELU = (EXAMPLE_CANDIDATES / "triton" / "2_scaled_relu.py").read_text()
+HONEST_ADD = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
+
+# A kernel that writes zeros: correct only against a reference that is zeros too.
+ZEROS_RELU = HONEST_RELU.replace("y = tl.maximum(x, 0.0) * scale", "y = x * 0.0")
+
+# A problem whose module, when a reference worker imports it, makes torch.relu return
+# zeros for the rest of that process's life.
+POISON = VECTOR_ADD + '''
+
+def _poison():
+    import torch
+
+    original = torch.relu
+    torch.relu = lambda x, *a, **k: original(x) * 0.0
+    torch.Tensor.relu = lambda self, *a, **k: original(self) * 0.0
+
+
+_poison()
+'''
+
+
+def run_in_order(problems: list[Problem], batches: list[list[Candidate]], *overrides: str) -> list:
+    """Evaluate ``batches`` one after the other with one reference worker."""
+    config = eval_config("eval.workers=1", "eval.reference_workers=1", "eval.run_timeout_s=120", *overrides)
+    results = []
+    with Evaluator(problems, config) as evaluator:
+        for batch in batches:
+            results += evaluator.evaluate(batch)
+    return results
+
+
+def test_a_problem_cannot_change_the_reference_of_a_problem_served_after_it():
+    problems = [Problem("poison", POISON), Problem("2_scaled_relu", SCALED_RELU)]
+    poison_first = [Candidate("poison", "triton", HONEST_ADD, "add")]
+    relu = [Candidate("2_scaled_relu", "triton", HONEST_RELU, "honest"), Candidate("2_scaled_relu", "triton", ZEROS_RELU, "zeros")]
+    first, honest, zeros = run_in_order(problems, [poison_first, relu])
+    assert first.verdict is Verdict.CORRECT, first.message
+    assert honest.verdict is Verdict.CORRECT, honest.message
+    assert zeros.verdict is not Verdict.CORRECT, "a kernel writing zeros passed against a poisoned reference"
+
+
+@pytest.mark.skipif(not isolation.support().landlock_abi, reason="this kernel has no Landlock (the sandbox reports it and runs without)")
+def test_a_problem_cannot_write_the_runs_caches_or_the_users_files(tmp_path, monkeypatch):
+    cache = tmp_path / "kz-cache"
+    cache.mkdir()
+    monkeypatch.setenv("KZ_CACHE_DIR", str(cache))
+    targets = [cache / "baselines.sqlite", tmp_path / "planted.txt", tmp_path / "kz-cache" / "triton-executor" / "planted"]
+    writes = "\n".join(
+        f"    try:\n        open({str(path)!r}, 'w').write('planted')\n    except OSError:\n        pass" for path in targets
+    )
+    hostile = VECTOR_ADD + f"\n\ndef _plant():\n{writes}\n\n\n_plant()\n"
+    (result,) = run_in_order([Problem("1_vector_add", hostile)], [[Candidate("1_vector_add", "triton", HONEST_ADD, "add")]], "eval.cache=true")
+    assert result.verdict is Verdict.CORRECT, result.message
+    planted = [str(path) for path in targets if path.exists() and path.read_bytes().startswith(b"planted")]
+    assert not planted, f"the problem's code wrote {planted}"
+
+
+def test_a_reference_worker_serves_one_problem(tmp_path):
+    """The pool's binding: the same key gets the same worker, another key a fresh one."""
+    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
+
+    settings = SandboxSettings(scratch_root=tmp_path)
+    zygote = ZygoteProcess("cpu", settings)
+    pool = WorkerPool("cpu", "reference", 1, settings, zygote=zygote, single_use=False)
+    try:
+        with pool.acquire("a") as worker:
+            first = worker.worker_pid
+        with pool.acquire("a") as worker:
+            assert worker.worker_pid == first
+        with pool.acquire("b") as worker:
+            second = worker.worker_pid
+        assert second != first
+        with pool.acquire("a") as worker:
+            assert worker.worker_pid not in (first, second)
+        with pool.acquire() as worker:  # no key: any idle worker
+            assert worker.binding == "a"
+    finally:
+        pool.close()
+        zygote.close()
+
+
+@pytest.mark.gpu
+def test_a_problem_cannot_change_another_problems_reference_on_the_gpu():
+    """The same on a GPU, where reference workers and executors share tensors through
+    CUDA IPC from separately confined processes."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    problems = [Problem("poison", POISON), Problem("2_scaled_relu", SCALED_RELU)]
+    poison_first = [Candidate("poison", "triton", HONEST_ADD, "add")]
+    relu = [Candidate("2_scaled_relu", "triton", HONEST_RELU, "honest"), Candidate("2_scaled_relu", "triton", ZEROS_RELU, "zeros")]
+    first, honest, zeros = run_in_order(problems, [poison_first, relu], "eval.device=cuda")
+    assert first.verdict is Verdict.CORRECT, first.message
+    assert honest.verdict is Verdict.CORRECT, honest.message
+    assert zeros.verdict is not Verdict.CORRECT, "a kernel writing zeros passed against a poisoned reference"
