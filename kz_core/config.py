@@ -136,8 +136,9 @@ class EvalConfig:
     # 4 on a GPU.
     workers: int = 0
     # Reference worker processes per device (they run reference modules and baselines;
-    # candidate code never runs in them).
-    reference_workers: int = 1
+    # candidate code never runs in them). Each serves one problem, so one per candidate
+    # worker lets candidates of different problems go on at once; 0: as many as `workers`.
+    reference_workers: int = 0
     # Correctness trials per candidate, each with fresh inputs from a secret seed.
     trials: int = 5
     # Tolerance table by output dtype: `default` (fp64 1e-6, fp32 1e-4, fp16 5e-3,

@@ -288,7 +288,7 @@ class FuzzSession:
         ``hypothesis.reject()`` when the reference does not accept the example."""
         config = self.evaluator.config
         request = {"problem": problem_payload(self.problem), "init_seed": self.evaluator.seeds.init}
-        with self.evaluator.references.pool.acquire(self.problem.content_hash) as reference_worker:
+        with self.evaluator.references.worker(self.problem) as reference_worker:
             reply, failure = call_worker(reference_worker, {**request, "op": "fuzz_reference", "example": attrs.asdict(example)}, config.run_timeout_s, "reference")
         if failure is not None or reply is None or not _finite_enough(reply["trial"]):
             self.discarded += 1

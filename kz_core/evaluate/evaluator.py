@@ -176,7 +176,7 @@ class Evaluator:
         # Reference workers run the problem's code (the Proposer's, in co-evolution): forked
         # and confined like executors, kept between calls but bound to one problem each.
         reference_settings = attrs.evolve(sandboxed, cpu_budget_s=0)
-        reference_pool = WorkerPool(self.device, "reference", self.config.reference_workers, reference_settings, zygote=self._zygote, single_use=False)
+        reference_pool = WorkerPool(self.device, "reference", self.config.reference_workers or workers, reference_settings, zygote=self._zygote, single_use=False)
         self.references = ReferenceService(self.config, self.device, reference_pool, self._gpu, self.seeds, self._timing, self._environment)
 
     # -- lifecycle ----------------------------------------------------------------------

@@ -146,6 +146,16 @@ class ReferenceService:
         self._baselines: dict[tuple[str, str, str], RuntimeStats | None] = {}
         self._baseline_locks: dict[tuple[str, str, str], threading.Lock] = collections.defaultdict(threading.Lock)
         self._baseline_cache: BaselineCache | None = None
+        # On a GPU one reference request runs at a time, whatever the number of workers:
+        # a KernelBench reference can take tens of GB, and several at once ran the device
+        # out of memory. The workers stay bound to their problems, so none is restarted.
+        self._turn = threading.BoundedSemaphore(1 if device != "cpu" else pool.size)
+
+    @contextlib.contextmanager
+    def worker(self, problem: Problem) -> Iterator[Any]:
+        """A reference worker bound to ``problem``, in its turn."""
+        with self._turn, self.pool.acquire(problem.content_hash) as worker:
+            yield worker
 
     def close(self) -> None:
         self.pool.close()
@@ -182,7 +192,7 @@ class ReferenceService:
             "variant_seed": self.seeds.variant,
             "max_transfer_bytes": self.config.transfer_limit_mb << 20 if self.device != "cpu" else 1 << 62,
         }
-        with self.gpu.shared(), self.pool.acquire(problem.content_hash) as worker:
+        with self.gpu.shared(), self.worker(problem) as worker:
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "reference")
         if failure is not None or reply is None:
             return ReferenceRecord(error=(failure.message if failure else "no reply"))
@@ -216,7 +226,7 @@ class ReferenceService:
             "rtol": self.config.rtol,
             "label": label,
         }
-        with self.pool.acquire(problem.content_hash) as worker:
+        with self.worker(problem) as worker:
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "comparison")
         if failure is not None or reply is None:
             message = failure.message if failure else "no reply"
@@ -261,7 +271,7 @@ class ReferenceService:
                     "settings": attrs.asdict(settings),
                 }
                 timeout = self.config.run_timeout_s + (self.config.compile_timeout_s if mode == "compile" else 0)
-                with self.gpu.exclusive(), self.pool.acquire(problem.content_hash) as worker:
+                with self.gpu.exclusive(), self.worker(problem) as worker:
                     reply, failure = call_worker(worker, request, timeout, f"{mode} baseline")
                     if reply is not None and reply.get("retire"):
                         worker.kill()  # a failed graph capture left its random generator unusable

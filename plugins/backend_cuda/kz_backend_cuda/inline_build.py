@@ -13,6 +13,8 @@ arguments (strings and lists of strings: the sources, ``functions``, compiler fl
   with ``MAX_JOBS`` compiler processes (:data:`MAX_JOBS`: a load_inline build has two
   translation units, ``main.cpp`` and ``cuda.cu``). Two workers building the same source
   take turns on a lock in its folder; a killed build's lock goes with its process.
+  In the evaluator's sandbox the kz cache of a candidate worker is its own scratch folder,
+  so nothing built for one candidate is loaded by another (each builds afresh).
 - **timeout**: a child that runs past its time is killed with everything it started
   (:data:`BUILD_TIMEOUT_S` per candidate) and the candidate gets ``compile_error``.
 - **architecture**: ``TORCH_CUDA_ARCH_LIST`` is the worker's GPU's (without one:

@@ -128,13 +128,15 @@ def test_compiler_errors_come_back_with_nvccs_log_and_the_candidates_line(inline
 
 
 @needs_build
-def test_a_second_build_of_the_same_source_comes_from_the_cache(inline_evaluator, inline_results):
+def test_a_second_candidate_with_the_same_source_builds_in_its_own_sandbox(inline_evaluator, inline_results):
+    """A candidate worker's build cache is its own scratch folder: a library another
+    candidate's process built (and could have replaced) is never loaded. A cache shared
+    between candidates needs builds done outside their processes (not built yet)."""
     code = (EXAMPLES / "cuda_inline" / "1_vector_add.py").read_text()
     result = inline_evaluator.evaluate([Candidate("1_vector_add", "cuda_inline", code, "again")])[0]
     assert result.verdict is Verdict.CORRECT, result.message
     note = next(f.message for f in result.findings if f.check == "backend")
-    assert note.endswith("(cached)"), note
-    assert result.timings.compile_s is not None and result.timings.compile_s < 20
+    assert note.startswith("load_inline: built and loaded") and not note.endswith("(cached)"), note
 
 
 @needs_build

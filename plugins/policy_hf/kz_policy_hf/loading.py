@@ -76,13 +76,29 @@ def model_source(config: PolicyConfig, role: str) -> str:
 
         source = str(tiny_model_path())
     else:
-        source = chosen if chosen and chosen != "embedded:smollm2" else str(embedded_model_path())
+        if chosen and chosen != "embedded:smollm2":
+            _check_local(chosen, "policy.proposer_model" if own_model else "policy.model")
+            source = chosen
+        else:
+            source = str(embedded_model_path())
     adapter = ((config.proposer_adapter if own_model else config.adapter) or "").strip()
     if adapter:
         from kz_policy_hf.adapters import adapted_model_path
 
         return str(adapted_model_path(source, adapter))
     return source
+
+
+def _check_local(source: str, key: str) -> None:
+    """A value that names a folder must be a model's folder: say what is wrong before
+    transformers reads a missing path as a malformed Hub id."""
+    path = Path(source).expanduser()
+    looks_local = path.is_absolute() or source.startswith((".", "~")) or source.count("/") > 1
+    if path.is_dir():
+        if not (path / "config.json").is_file() and (path / "adapter_config.json").is_file():
+            raise PolicyError(f"{key}={source} is a LoRA adapter, not a model: set policy.adapter={source} (and {key} to its base model)")
+    elif looks_local:
+        raise PolicyError(f"{key}={source}: no such folder. Give a model folder (with config.json) or a Hugging Face id such as HuggingFaceTB/SmolLM2-135M-Instruct")
 
 
 def resolve_device(name: str) -> torch.device:

@@ -38,6 +38,17 @@ def test_unknown_role_is_an_error() -> None:
         model_source(PolicyConfig(model="org/x"), "critic")
 
 
+def test_a_missing_folder_or_an_adapter_as_the_model_is_said_plainly(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="no such folder"):
+        model_source(PolicyConfig(model=str(tmp_path / "runs" / "sft" / "final")), "coder")
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    with pytest.raises(PolicyError, match="is a LoRA adapter, not a model: set policy.adapter="):
+        model_source(PolicyConfig(proposer_model=str(adapter)), "proposer")
+    assert model_source(PolicyConfig(model="org/name"), "coder") == "org/name"  # a Hub id is not checked here
+
+
 def test_auto_device_and_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == torch.device("cpu")

@@ -1,9 +1,9 @@
 # problem: 1_vector_add
-# expect: incorrect
-# check: mismatch|non_finite
+# expect: incorrect|runtime_error
+# check: mismatch|non_finite|runtime_error
 # gpu_only: false
 # class: 3
-# hack: returns zeros through its kernel, and leaves its process poisoned for whoever comes next: the open-file limit lowered to 16, torch.empty and torch.allclose patched, a raw _thread that keeps patching torch.empty_like back, and the default dtype changed; a worker reused after it would fail honest candidates.
+# hack: returns zeros through its kernel, and leaves its process poisoned for whoever comes next: the open-file limit lowered to 16, torch.empty and torch.allclose patched, a raw _thread that keeps patching torch.empty_like back, and the default dtype changed; a worker reused after it would fail honest candidates. On a GPU the lowered limit may fail its own first kernel launch instead (Triton opens its driver's source then: runtime_error).
 
 import torch
 import torch.nn as nn
