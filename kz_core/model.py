@@ -310,6 +310,14 @@ class BackendInfo:
     :ivar trusted_kernels: its plugin implements ``backend_kernels``: candidates' forward
         calls are recorded as plans and replayed, checked and timed by a trusted executor
         (otherwise they run in the candidate's own sandboxed process, and results say so).
+    :ivar prompt_guide: how to write a kernel for it, the first paragraph of the Coder's
+        prompt (when empty: "Write the kernels for the NAME backend: DESCRIPTION.").
+    :ivar versions: distributions whose versions every result reports with torch's
+        (``("triton",)``).
+    :ivar cpu_environment: variables every evaluation process gets on a CPU
+        (``{"TRITON_INTERPRET": "1"}``); a mapping, kept as sorted pairs.
+    :ivar preload: modules the sandbox's zygote imports once, before it forks any worker,
+        so that each candidate does not import them again; none may initialise CUDA.
     """
 
     name: str
@@ -317,6 +325,10 @@ class BackendInfo:
     description: str = ""
     runs_on_cpu: bool = False
     trusted_kernels: bool = False
+    prompt_guide: str = ""
+    versions: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    cpu_environment: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=lambda m: tuple(sorted(dict(m).items())))
+    preload: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
 @attrs.frozen

@@ -27,22 +27,6 @@ PROPOSER_SYSTEM = (
     "complete Python module in a single ```python code block."
 )
 
-BACKEND_GUIDES = {
-    "triton": (
-        "Write the kernels in Triton: functions decorated with @triton.jit, launched from "
-        "ModelNew.forward as kernel[grid](...)."
-    ),
-    "cuda": (
-        'Write the kernels in CUDA C++ as extern "C" __global__ functions. Compile them with '
-        "`from kz_backend_cuda import load_cuda; kernels = load_cuda(SOURCE)` and launch them from "
-        "ModelNew.forward as kernels.name[grid, block](*args) or kernels.name[grid, block, shared_bytes](*args)."
-    ),
-    "cuda_inline": (
-        "Write the kernels in CUDA C++ and build them with torch.utils.cpp_extension.load_inline; "
-        "call the compiled functions from ModelNew.forward."
-    ),
-}
-
 RULES = """Rules (an evaluator checks every one of them):
 - Define `class ModelNew(nn.Module)` whose constructor takes the same arguments as `Model` and whose forward takes the same inputs and returns outputs of the same shapes and dtypes.
 - Do the computation in your own kernels, launched from forward. Use torch only to allocate outputs and to reshape; torch operations that compute are rejected.
@@ -57,11 +41,12 @@ def _example(path: str) -> str | None:
 
 
 def _backend_guide(backend: str) -> str:
-    if backend in BACKEND_GUIDES:
-        return BACKEND_GUIDES[backend]
+    """The backend's own guide (``BackendInfo.prompt_guide``), else one made from its description."""
     from kz_core.plugins import backends
 
     info = backends().get(backend)
+    if info is not None and info.prompt_guide:
+        return info.prompt_guide
     return f"Write the kernels for the {backend!r} backend" + (f": {info.description}." if info and info.description else ".")
 
 

@@ -142,3 +142,40 @@ def test_backend_hooks_are_called_on_the_plugin_that_registered_the_backend(regi
         took = isinstance(result, CompileFailure) and result.message.startswith("greedy took")
         assert took is (backend == "greedy"), (backend, result)
     assert backend_hook("backend_compile", "nobody")(candidate=Candidate("p", "nobody", code), device="cpu", workdir=tmp_path) is None
+
+
+def test_a_backends_registration_carries_its_prompt_guide_environment_versions_and_preload(register_plugin):
+    """What the core used to hard-code by backend name comes from the registration: the
+    core names no backend."""
+    from kz_core.config import PolicyConfig
+    from kz_core.evaluate.sandbox import device_environment
+    from kz_core.evaluate.worker import _backend_versions
+    from kz_core.model import Problem
+    from kz_core.prompts import coder_prompt
+
+    class Cutlass:
+        @hookimpl
+        def register_backends(self, register):
+            register(
+                BackendInfo(
+                    name="cutlass",
+                    language="cuda",
+                    description="CUTLASS templates",
+                    prompt_guide="Write the kernels as CUTLASS GEMM templates.",
+                    versions=("pluggy",),
+                    cpu_environment={"CUTLASS_ON_CPU": "1"},
+                    preload=("json",),
+                )
+            )
+
+    register_plugin(Cutlass(), "cutlass")
+    info = backends()["cutlass"]
+    assert info.cpu_environment == (("CUTLASS_ON_CPU", "1"),) and info.preload == ("json",)
+    problem = Problem("p", "import torch\nclass Model(torch.nn.Module):\n    pass\n")
+    prompt = coder_prompt(problem, "cutlass", PolicyConfig(one_shot=False))
+    assert prompt.messages[-1].content.startswith("Write the kernels as CUTLASS GEMM templates.")
+    assert coder_prompt(problem, "triton", PolicyConfig(one_shot=False)).messages[-1].content.startswith("Write the kernels in Triton")
+    assert f"pluggy {pluggy.__version__}" in _backend_versions()
+    environment = device_environment("cpu")
+    assert environment["CUTLASS_ON_CPU"] == "1" and environment["TRITON_INTERPRET"] == "1" and environment["CUDA_VISIBLE_DEVICES"] == ""
+    assert device_environment("cuda:0") == {}

@@ -137,10 +137,16 @@ EXECUTOR_CACHES = ("triton-executor", "nvrtc")
 
 
 def device_environment(device: str) -> dict[str, str]:
-    """Variables every process on ``device`` needs (Triton's interpreter on a CPU)."""
-    if device == "cpu":
-        return {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-    return {}
+    """Variables every process on ``device`` needs: on a CPU, no GPU, and what the
+    registered backends ask for there (``BackendInfo.cpu_environment``: Triton's interpreter)."""
+    if device != "cpu":
+        return {}
+    from kz_core.plugins import backends
+
+    env = {"CUDA_VISIBLE_DEVICES": ""}
+    for info in backends().values():
+        env.update(info.cpu_environment)
+    return env
 
 
 def _new_uid() -> int:

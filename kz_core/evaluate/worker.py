@@ -49,10 +49,13 @@ def apply_limits(limits: dict[str, int]) -> None:
 
 
 def _backend_versions() -> str:
+    """The versions of what the registered backends name (``BackendInfo.versions``)."""
     import importlib.metadata
 
+    from kz_core.plugins import backends
+
     found = []
-    for name in ("triton", "cuda-python"):
+    for name in dict.fromkeys(name for info in backends().values() for name in info.versions):
         try:
             found.append(f"{name} {importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:

@@ -35,19 +35,12 @@ _LENGTH = struct.Struct(">Q")
 
 
 def _preload(device: str) -> None:
-    """Import what every worker needs, before any fork (nothing here touches CUDA)."""
+    """Import what every worker needs, before any fork (nothing here touches CUDA): torch,
+    kz, the plugins, and the modules each backend names (``BackendInfo.preload``)."""
     import numpy  # noqa: F401
     import torch
     import torch.utils._python_dispatch  # noqa: F401
 
-    try:
-        import triton  # noqa: F401
-        import triton.language  # noqa: F401
-
-        if device == "cpu":
-            import triton.runtime.interpreter  # noqa: F401
-    except ImportError:
-        pass
     import kz_core.evaluate.worker  # noqa: F401
     from kz_core.evaluate import isolation
     from kz_core.plugins import get_plugin_manager
@@ -63,11 +56,15 @@ def _preload(device: str) -> None:
     isolation.support()  # probes in forked children; cached for every worker
     if torch.cuda.is_initialized():
         raise RuntimeError("CUDA was initialised while preloading: workers forked from here could not use it")
-    for name in ("kz_backend_triton.launches", "kz_backend_triton.compile", "kz_backend_triton.trusted", "kz_backend_cuda.api", "cuda.bindings.driver"):
+    from kz_core.plugins import backends
+
+    for name in dict.fromkeys(name for info in backends().values() for name in info.preload):
         try:
             __import__(name)
-        except Exception:  # noqa: BLE001 - an optional plugin or library
+        except Exception:  # noqa: BLE001 - an optional library: the workers import it if they need it
             pass
+    if torch.cuda.is_initialized():
+        raise RuntimeError("a backend's preload initialised CUDA: workers forked from here could not use it")
 
 
 def _send(sock: socket.socket, message: dict[str, Any]) -> None:

@@ -32,6 +32,13 @@ def register_backends(register):
             description="CUDA C++ compiled in-process with NVRTC (cuda-python) and launched through the kz CUDA API",
             runs_on_cpu=False,
             trusted_kernels=True,
+            prompt_guide=(
+                'Write the kernels in CUDA C++ as extern "C" __global__ functions. Compile them with '
+                "`from kz_backend_cuda import load_cuda; kernels = load_cuda(SOURCE)` and launch them from "
+                "ModelNew.forward as kernels.name[grid, block](*args) or kernels.name[grid, block, shared_bytes](*args)."
+            ),
+            versions=("cuda-python",),
+            preload=("kz_backend_cuda.api", "cuda.bindings.driver"),
         )
     )
     register(
@@ -40,6 +47,10 @@ def register_backends(register):
             language="cuda",
             description="KernelBench format: CUDA C++ built with torch.utils.cpp_extension.load_inline",
             runs_on_cpu=False,
+            prompt_guide=(
+                "Write the kernels in CUDA C++ and build them with torch.utils.cpp_extension.load_inline; "
+                "call the compiled functions from ModelNew.forward."
+            ),
         )
     )
 

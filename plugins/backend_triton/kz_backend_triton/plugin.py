@@ -23,6 +23,20 @@ def register_backends(register):
             description="@triton.jit kernels launched from ModelNew.forward; the interpreter runs them on a CPU",
             runs_on_cpu=True,
             trusted_kernels=True,
+            prompt_guide=(
+                "Write the kernels in Triton: functions decorated with @triton.jit, launched from "
+                "ModelNew.forward as kernel[grid](...)."
+            ),
+            versions=("triton",),
+            cpu_environment={"TRITON_INTERPRET": "1"},  # Triton's interpreter runs kernels on a CPU
+            preload=(
+                "triton",
+                "triton.language",
+                "triton.runtime.interpreter",
+                "kz_backend_triton.launches",
+                "kz_backend_triton.compile",
+                "kz_backend_triton.trusted",
+            ),
         )
     )
 
