@@ -10,7 +10,7 @@ STAMP := $(VENV)/.kz-installed
 TORCH ?= torch==2.13.0
 PLUGINS := plugins/backend_triton plugins/backend_cuda plugins/policy_hf plugins/reward_cagrpo
 
-.PHONY: demo test install clean
+.PHONY: demo test install dist clean
 
 install: $(STAMP)
 
@@ -35,5 +35,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+# The five wheels (kz-core and the four plugins) into dist/: `pip install dist/*.whl`
+# installs kz without the clone (the packages are not on PyPI).
+dist: $(STAMP)
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist . $(PLUGINS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis dist

@@ -1,4 +1,5 @@
-"""Reading candidates: a JSONL file (one candidate per line) or a folder of ``.py`` files.
+"""Reading candidates: a JSONL file (one candidate per line), one ``<problem>.py`` file, or
+a folder of ``.py`` files.
 
 JSONL lines hold ``problem`` (a problem's name), ``code``, and optionally ``backend``
 (else the default backend) and ``sample_id`` (else the candidate's index among those for
@@ -37,8 +38,16 @@ def load_candidates(path: str | Path, default_backend: str) -> tuple[list[Candid
     if path.is_dir():
         return _from_folder(path, default_backend), []
     if not path.is_file():
-        raise CandidateSourceError(f"candidates {path} do not exist: give a .jsonl file or a folder of <problem>.py files")
-    return _from_jsonl(path, default_backend)
+        raise CandidateSourceError(f"candidates {path} do not exist: give a .jsonl file, a <problem>.py file or a folder of them")
+    if path.suffix == ".py":  # one candidate module, for the problem its file is named after
+        return [Candidate(problem=path.stem, backend=default_backend, code=path.read_text(encoding="utf-8"), sample_id="0")], []
+    candidates, errors = _from_jsonl(path, default_backend)
+    if not candidates:
+        why = f"{len(errors)} malformed line{'s' if len(errors) != 1 else ''}, e.g. {errors[0].where}: {errors[0].reason}" if errors else "the file is empty"
+        raise CandidateSourceError(
+            f"no candidates in {path} ({why}): give JSON lines with 'problem' and 'code', a <problem>.py file or a folder of them"
+        )
+    return candidates, errors
 
 
 def _from_folder(folder: Path, default_backend: str) -> list[Candidate]:

@@ -26,6 +26,12 @@ stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True, soft_wrap=True)
 
 
+#: Exit statuses (the README's "Exit status" section): a failed check, a usage error, Ctrl-C.
+FAILED = 1
+USAGE = 2
+INTERRUPTED = 130
+
+
 class KzUsageError(KzError, click.ClickException):
     """An expected failure: printed as one line starting with 'kz:', exit status 2."""
 
@@ -43,6 +49,13 @@ class KzGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            interrupted = KzUsageError(
+                "interrupted. Finished work is kept in the run folder (evaluation results in its "
+                "journal, training checkpoints): run the same command again to resume."
+            )
+            interrupted.exit_code = INTERRUPTED
+            raise interrupted from None
         except KzError as exc:
             if isinstance(exc, click.ClickException):
                 raise
@@ -90,10 +103,19 @@ def config_options(command: Callable) -> Callable:
         root = ctx.find_root().obj or {}
         verbose += root.get("verbose", 0)
         quiet += root.get("quiet", 0)
+        if isinstance(ctx.find_root().obj, dict):
+            ctx.find_root().obj["quiet_total"] = quiet
         setup_logging(console_level(verbose, quiet, default=config.log.level))
         return command(*args, config=config, **kwargs)
 
     return wrapper
+
+
+def quiet_level() -> int:
+    """How many -q the running command was given (before or after its name)."""
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root().obj if ctx is not None else None
+    return int(root.get("quiet_total", root.get("quiet", 0))) if isinstance(root, dict) else 0
 
 
 def resolve_config(preset: str | None, overrides: tuple[str, ...] | list[str]) -> KzConfig:
@@ -111,13 +133,27 @@ def apply_options(config: KzConfig, options: dict[str, Any]) -> KzConfig:
 
 
 def read_candidates(path: str, backend: str) -> list[Any]:
-    """The candidates in ``path`` (JSONL or a folder; ``backend`` where they name none).
-    A source that cannot be read is a usage error; bad lines are reported and skipped."""
+    """The candidates in ``path`` (JSONL, a ``.py`` file or a folder; ``backend`` where they
+    name none). A source that cannot be read, holds no candidate or names a backend no
+    plugin provides is a usage error (before anything runs); bad lines are reported and
+    skipped."""
     from kz_core.candidates import load_candidates
 
+    from kz_core.plugins import backends
+
     candidates, bad_lines = load_candidates(path, backend)
-    for error in bad_lines:
+    shown = 10
+    for error in bad_lines[:shown]:
         stderr.print(f"[yellow]skipped[/yellow] {error.where}: {error.reason}", highlight=False)
+    if len(bad_lines) > shown:
+        stderr.print(f"[yellow]skipped[/yellow] {len(bad_lines) - shown} more malformed lines", highlight=False)
+    installed = backends()
+    unknown = sorted({backend, *(c.backend for c in candidates)} - set(installed))
+    if unknown:
+        raise KzUsageError(
+            f"unknown backend {', '.join(map(repr, unknown))}: installed backends are {', '.join(sorted(installed)) or 'none'} "
+            "(`kz plugins` lists them; a backend's plugin may be missing)"
+        )
     return candidates
 
 

@@ -140,3 +140,26 @@ def test_a_plugin_commands_kz_error_is_one_line_and_its_exit_status(tmp_path):
     assert completed.returncode == 3, completed.stderr
     assert completed.stderr.strip().splitlines()[-1] == "kz: the quota is spent: wait an hour"
     assert "Traceback" not in completed.stderr
+
+
+def test_ctrl_c_says_what_was_kept_and_exits_130(tmp_path):
+    plugin = tmp_path / "kz_ctrlc.py"
+    plugin.write_text(
+        "from kz_core import hookimpl\n"
+        "@hookimpl\n"
+        "def register_commands(cli):\n"
+        "    @cli.command(name='long')\n"
+        "    def long():\n"
+        "        raise KeyboardInterrupt\n"
+    )
+    script = (
+        "import kz_ctrlc\n"
+        "from kz_core.plugins import get_plugin_manager\n"
+        "get_plugin_manager().register(kz_ctrlc, 'ctrlc')\n"
+        "from kz_core.cli import main\n"
+        "main(['long'])\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert completed.returncode == 130, completed.stderr
+    assert completed.stderr.startswith("kz: interrupted") and "run the same command again to resume" in completed.stderr
+    assert "Aborted!" not in completed.stderr and "Traceback" not in completed.stderr

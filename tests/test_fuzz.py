@@ -121,7 +121,7 @@ def test_kz_fuzz_saves_the_failing_case_and_replays_it(tmp_path):
     rows = [{"problem": "1_vector_add", "code": FIXED_GRID, "sample_id": "fixed"}, {"problem": "1_vector_add", "code": GOOD_ADD, "sample_id": "good"}]
     candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
     completed = kz("fuzz", "-c", str(candidates), "-n", "60", "--seed", "3", "--device", "cpu", "--json", f"run.root={tmp_path}", cwd=tmp_path)
-    assert completed.returncode == 0, completed.stderr
+    assert completed.returncode == 1, completed.stderr  # a candidate failed: like pytest, status 1
     reports = {r["sample_id"]: r for r in map(json.loads, completed.stdout.splitlines())}
     assert reports["good"]["failure"] == "" and reports["fixed"]["failure"]
     case = tmp_path / "fuzz-c" / "cases" / "1_vector_add__fixed.json"
@@ -129,6 +129,11 @@ def test_kz_fuzz_saves_the_failing_case_and_replays_it(tmp_path):
     assert f"--replay {case}" in completed.stderr
     replayed = kz("fuzz", "-c", str(candidates), "--device", "cpu", "--replay", str(case), cwd=tmp_path)
     assert "fails" in replayed.stdout and "output[5120]" in replayed.stdout
+    assert replayed.returncode == 1, replayed.stderr
+    good = candidates.with_name("good.jsonl")
+    good.write_text(json.dumps(rows[1]) + "\n")
+    passing = kz("fuzz", "-c", str(good), "-n", "10", "--seed", "3", "--device", "cpu", f"run.root={tmp_path}", cwd=tmp_path)
+    assert passing.returncode == 0, passing.stderr
 
 
 def test_kz_eval_fuzz_makes_a_fuzz_failure_incorrect():

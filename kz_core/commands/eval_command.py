@@ -9,6 +9,7 @@ defaults to ``runs/eval-<candidates file name>`` so that re-running resumes.
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -50,6 +51,24 @@ def summary_table(summary, title: str) -> Table:
     return table
 
 
+#: At most this many candidates that are not correct are listed one by one on the console.
+SHOWN_FAILURES = 40
+
+
+def failures_table(results) -> Table | None:
+    """The candidates that are not correct, each with its verdict's reason (first line)."""
+    failed = [r for r in results if r.verdict.value != "correct"]
+    if not failed:
+        return None
+    table = Table(title=f"not correct: {len(failed)} of {len(results)}" + (f" (first {SHOWN_FAILURES}; all in results.jsonl)" if len(failed) > SHOWN_FAILURES else ""))
+    for column in ("problem", "sample", "verdict", "why"):
+        table.add_column(column, overflow="fold")
+    for result in failed[:SHOWN_FAILURES]:
+        why = result.message.split(": ", 1)[1] if ": " in result.message else result.message
+        table.add_row(result.problem, result.sample_id, result.verdict.value, why[:300])
+    return table
+
+
 @hookimpl
 def register_commands(cli):
     from kz_core.cli import config_options
@@ -64,10 +83,18 @@ def register_commands(cli):
     @click.option("--no-cache", is_flag=True, help="Evaluate again even where the journal has a result.")
     @click.option("--fuzz", "fuzz_examples", type=int, default=None, help="Fuzz examples per correct candidate (eval.fuzz); a failure makes it incorrect.")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on standard output.")
+    @click.option(
+        "--fail-under", type=click.FloatRange(0, 100), default=None, metavar="PERCENT",
+        help="Exit with status 1 when the pass rate is below PERCENT (for scripts and CI).",
+    )
     @config_options
-    def eval_command(config, problems_source, candidates_path, out_path, backend, device, workers, no_cache, fuzz_examples, as_json) -> None:
-        """Evaluate candidates: sandboxed correctness trials, guards, and timing on a GPU."""
-        from kz_core.cli import KzUsageError, apply_options, read_candidates, stderr, stdout
+    def eval_command(config, problems_source, candidates_path, out_path, backend, device, workers, no_cache, fuzz_examples, as_json, fail_under) -> None:
+        """Evaluate candidates: sandboxed correctness trials, guards, and timing on a GPU.
+
+        Exit status: 0, or 1 when --fail-under is given and the pass rate is below it;
+        2 for a usage error (an unknown backend, no candidates, a bad option).
+        """
+        from kz_core.cli import FAILED, KzUsageError, apply_options, quiet_level, read_candidates, stderr, stdout
         from kz_core.evaluate import Evaluator, EvaluatorError
         from kz_core.evaluate.journal import Journal
         from kz_core.metrics import summarize
@@ -106,13 +133,19 @@ def register_commands(cli):
                 TimeRemainingColumn(),
                 console=stderr,
                 transient=False,
+                disable=quiet_level() > 0,
             ) as progress:
                 task = progress.add_task("eval", total=len(candidates), counts="")
+
+                verbose = not quiet_level()
 
                 def advance(result) -> None:
                     verdicts[result.verdict.value] += 1
                     counts = " ".join(f"{k}={v}" for k, v in sorted(verdicts.items()))
                     progress.update(task, advance=1, counts=counts)
+                    if verbose:  # each candidate's verdict as it comes, above the bar
+                        colour = "green" if result.verdict.value == "correct" else "red"
+                        progress.console.print(f"[{colour}]{result.verdict.value}[/{colour}] {result.problem}/{result.sample_id}: {result.message}"[:400], highlight=False, markup=True)
 
                 try:
                     results = evaluator.evaluate(candidates, progress=advance)
@@ -126,5 +159,13 @@ def register_commands(cli):
         if as_json:
             click.echo(json.dumps(to_json_dict(summary), indent=2))
         else:
+            failures = failures_table(results)
+            if failures is not None and not quiet_level():
+                stdout.print(failures)
             stdout.print(summary_table(summary, f"kz eval on {evaluator.device}"))
+        if evaluator.reused:
+            stderr.print(f"{evaluator.reused} of {len(results)} results came from the run's journal (--no-cache evaluates them again)", highlight=False)
         stderr.print(f"results: {out}  run directory: {run_dir}", highlight=False)
+        if fail_under is not None and 100 * (summary.pass_rate or 0.0) < fail_under:
+            stderr.print(f"[red]pass rate {100 * (summary.pass_rate or 0.0):.1f}% is below --fail-under {fail_under:g}%[/red]", highlight=False)
+            sys.exit(FAILED)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import click
@@ -39,7 +40,7 @@ def register_commands(cli):
         """Fuzz candidates: other sizes, value distributions and layouts, shrunk failures."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from kz_core.cli import KzUsageError, apply_options, read_candidates, stderr, stdout
+        from kz_core.cli import FAILED, KzUsageError, apply_options, read_candidates, stderr, stdout
         from kz_core.evaluate import Evaluator
         from kz_core.fuzz import FuzzExample, FuzzFailure, FuzzSession
         from kz_core.problems import load_problems_from_config
@@ -76,10 +77,9 @@ def register_commands(cli):
                     session.check(example)
                 except FuzzFailure as failure:
                     stdout.print(f"[red]fails[/red] {failure}", highlight=False)
-                    return
+                    sys.exit(FAILED)
                 except Exception as exc:  # hypothesis.reject() outside a test: the reference refused it
-                    stdout.print(f"the reference does not accept this example ({type(exc).__name__})", highlight=False)
-                    return
+                    raise KzUsageError(f"the reference does not accept this example ({type(exc).__name__}): the case cannot be checked") from exc
             stdout.print(f"[green]passes[/green] at {example.describe()}", highlight=False)
             return
 
@@ -114,3 +114,5 @@ def register_commands(cli):
             stdout.print(table)
         failed = sum(1 for r in reports if not r.passed)
         stderr.print(f"{len(reports) - failed} passed, {failed} failed; run directory: {run_dir}", highlight=False)
+        if failed:
+            sys.exit(FAILED)  # like pytest: a script or CI sees the failure

@@ -45,6 +45,7 @@ from kz_core.evaluate.journal import Journal, result_key
 from kz_core.evaluate.plans import plan_compute_ops, plan_drift
 from kz_core.evaluate.replies import ReplyError, validate_execution, validate_load, validate_timed, validate_trials
 from kz_core.evaluate.judge import (
+    INFRASTRUCTURE_CHECKS,
     decide_verdict,
     judge_timed_outputs,
     judge_trials,
@@ -123,6 +124,9 @@ class Evaluator:
         self.pm = get_plugin_manager()
         self.backends = backends()
         self.journal = journal
+        #: Results read back from the journal instead of evaluated (``evaluate_one``).
+        self.reused = 0
+        self._counts_lock = threading.Lock()
         self.seeds = Seeds.draw(self.config.trials)
         scratch_root = Path(self.config.scratch_dir or tempfile.gettempdir()) / f"kz-eval-{os.getpid()}-{secrets.token_hex(4)}"
         common = dict(
@@ -272,9 +276,11 @@ class Evaluator:
         if self.journal is not None and self.config.cache:
             cached = self.journal.get(key)
             if cached is not None:
+                with self._counts_lock:
+                    self.reused += 1
                 return attrs.evolve(cached, sample_id=candidate.sample_id)
         result = self._evaluate(candidate)
-        if self.journal is not None:
+        if self.journal is not None and not any(f.check in INFRASTRUCTURE_CHECKS for f in result.findings):
             self.journal.put(key, result)
         return result
 
@@ -342,6 +348,10 @@ class Evaluator:
         if problem is None:
             finding = Finding("unknown_problem", f"no problem named {candidate.problem!r} among the {len(self.problems)} loaded")
             return self._finish(candidate, None, [finding], started)
+        if candidate.backend not in self.backends:
+            installed = ", ".join(sorted(self.backends)) or "none"
+            finding = Finding("unknown_backend", f"no installed plugin provides backend {candidate.backend!r} (installed: {installed})")
+            return self._finish(candidate, problem, [finding], started)
         static_started = time.perf_counter()
         findings = [f for group in self.pm.hook.static_checks(candidate=candidate, problem=problem) for f in group]
         timings = StageTimings(static_s=time.perf_counter() - static_started)

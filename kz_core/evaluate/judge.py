@@ -45,8 +45,13 @@ STAGE_CHECKS: tuple[tuple[str, Verdict], ...] = (
     ("worker_died", Verdict.RUNTIME_ERROR),
     ("reference_error", Verdict.RUNTIME_ERROR),
     ("not_run", Verdict.RUNTIME_ERROR),
+    ("unknown_backend", Verdict.RUNTIME_ERROR),
     ("not_replayable", Verdict.RUNTIME_ERROR),
 )
+#: Findings that say the evaluation could not be done here, through no fault of the
+#: candidate's (a missing plugin or toolchain, a reference that failed, a baseline that
+#: could not be timed): such a result is never journaled, so a re-run tries again.
+INFRASTRUCTURE_CHECKS = frozenset({"not_run", "unknown_backend", "reference_error", "baseline"})
 TENSOR_TYPE = "torch.Tensor"
 
 #: Peak memory bandwidth of known GPUs, GB/s, matched by substring of the device name.
@@ -88,7 +93,10 @@ def summary_message(verdict: Verdict, findings: Sequence[Finding]) -> str:
     decisive = next((f for f in findings if f.severity is Severity.ERROR), None)
     if decisive is None:
         return verdict.value
-    return f"{verdict.value}: {decisive.check}: {decisive.message.splitlines()[0] if decisive.message else ''}"
+    first_line = decisive.message.splitlines()[0] if decisive.message else ""
+    if decisive.check == verdict.value:  # "compile_error: ...", not "compile_error: compile_error: ..."
+        return f"{verdict.value}: {first_line}"
+    return f"{verdict.value}: {decisive.check}: {first_line}"
 
 
 def _once(findings: list[Finding], finding: Finding) -> None:

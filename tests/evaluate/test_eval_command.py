@@ -62,3 +62,41 @@ def test_eval_errors_are_one_line(tmp_path):
     (tmp_path / "c.jsonl").write_text(json.dumps({"problem": "1_vector_add", "code": "x"}) + "\n")
     no_gpu = kz("eval", "--candidates", str(tmp_path / "c.jsonl"), "--device", "cuda:7", cwd=tmp_path)
     assert no_gpu.returncode == 2 and "Traceback" not in no_gpu.stderr
+
+
+def test_an_unknown_backend_is_a_usage_error_before_anything_runs(tmp_path):
+    completed = kz("eval", "--candidates", str(EXAMPLE_CANDIDATES / "triton"), "--backend", "tritonn", f"run.root={tmp_path / 'runs'}", cwd=tmp_path)
+    assert completed.returncode == 2 and "unknown backend 'tritonn'" in completed.stderr and "triton" in completed.stderr
+    assert not (tmp_path / "runs").exists()  # no run folder, no results overwritten
+
+
+def test_one_py_file_is_one_candidate_and_an_empty_file_is_a_usage_error(tmp_path):
+    single = tmp_path / "2_scaled_relu.py"
+    single.write_text((EXAMPLE_CANDIDATES / "triton" / "2_scaled_relu.py").read_text())
+    completed = kz("eval", "--candidates", str(single), "--device", "cpu", "--json", f"run.root={tmp_path}", cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["verdicts"]["correct"] == 1
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    for path, why in ((empty, "the file is empty"), (EXAMPLE_CANDIDATES / ".." / ".." / "README.md", "malformed line")):
+        failed = kz("eval", "--candidates", str(path), cwd=tmp_path)
+        assert failed.returncode == 2 and "no candidates in" in failed.stderr and why in failed.stderr, failed.stderr
+
+
+def test_each_verdict_on_the_console_fail_under_and_reuse(tmp_path):
+    lines = [
+        json.dumps({"problem": "1_vector_add", "code": (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text(), "sample_id": "good"}),
+        json.dumps({"problem": "1_vector_add", "code": (CHEATS / "triton" / "dead_kernel.py").read_text(), "sample_id": "cheat"}),
+    ]
+    candidates = tmp_path / "two.jsonl"
+    candidates.write_text("\n".join(lines) + "\n")
+    args = ("eval", "--candidates", str(candidates), "--device", "cpu", f"run.root={tmp_path}")
+    first = kz(*args, "--fail-under", "50", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr  # 50 % is not below 50 %
+    assert "correct 1_vector_add/good" in first.stderr and "rejected 1_vector_add/cheat: rejected: no_kernel_launch" in first.stderr
+    assert "not correct: 1 of 2" in first.stdout and "no_kernel_launch" in first.stdout
+    second = kz(*args, "--fail-under", "75", cwd=tmp_path)
+    assert second.returncode == 1 and "below --fail-under 75%" in second.stderr
+    assert "2 of 2 results came from the run's journal" in second.stderr
+    quiet = kz(*args, "-q", cwd=tmp_path)
+    assert "1_vector_add/good" not in quiet.stderr and "not correct" not in quiet.stdout and "pass rate" in quiet.stdout

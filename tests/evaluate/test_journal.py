@@ -52,3 +52,31 @@ def test_processes_that_create_the_row_key_together_agree_on_it(tmp_path):
     check = subprocess.run([sys.executable, "-c", "from kz_core.store import row_mac; print(row_mac('row'))"], capture_output=True, text=True, env=env)
     assert len(macs) == 1 and macs == {check.stdout.strip()}
     assert [p.name for p in (tmp_path / "cache").iterdir() if "rows.key" in p.name] == ["rows.key"]
+
+
+def test_a_failure_that_is_not_the_candidates_is_not_journaled(tmp_path):
+    """A missing backend plugin (or toolchain, or a reference that failed) says nothing
+    about the candidate: a re-run after fixing it must evaluate again, not read 0/N back."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate
+    from kz_core.problems import load_problems
+
+    from .conftest import EXAMPLE_CANDIDATES, eval_config
+
+    code = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
+    good, missing = Candidate("1_vector_add", "triton", code, "good"), Candidate("1_vector_add", "nobody", code, "missing")
+    with Journal(tmp_path / "journal.sqlite") as journal:
+        with Evaluator(load_problems("examples").problems, eval_config("eval.cache=true"), journal=journal) as evaluator:
+            ok, unknown = evaluator.evaluate([good, missing])
+            assert ok.verdict is Verdict.CORRECT, ok.message
+            assert unknown.verdict is Verdict.RUNTIME_ERROR and unknown.message.startswith("runtime_error: unknown_backend: no installed plugin provides backend 'nobody'")
+            assert journal.get(evaluator.journal_key(good)) is not None
+            assert journal.get(evaluator.journal_key(missing)) is None
+
+
+def test_the_verdict_is_not_repeated_in_the_message():
+    from kz_core.evaluate.judge import summary_message
+    from kz_core.model import Finding
+
+    assert summary_message(Verdict.COMPILE_ERROR, [Finding("compile_error", "line 3: bad")]) == "compile_error: line 3: bad"
+    assert summary_message(Verdict.REJECTED, [Finding("no_kernel_launch", "no kernel ran")]) == "rejected: no_kernel_launch: no kernel ran"
