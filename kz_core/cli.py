@@ -9,6 +9,7 @@ and the translation of expected failures into one clear message and exit status 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -21,9 +22,18 @@ from kz_core.config import KzConfig, load_config
 from kz_core.errors import KzError
 from kz_core.logs import console_level, setup_logging
 
-#: Results go to standard output; messages and progress to standard error.
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
+#: Results go to standard output; messages and progress to standard error. Piped to a file,
+#: rich would fall back to 80 columns and cut tables' headers: there, tables get room.
+PIPED_WIDTH = 200
+
+
+def _console(stream: Any, **options: Any) -> Console:
+    piped = not (hasattr(stream, "isatty") and stream.isatty())
+    return Console(soft_wrap=True, width=PIPED_WIDTH if piped and "COLUMNS" not in os.environ else None, **options)
+
+
+stdout = _console(sys.stdout)
+stderr = _console(sys.stderr, stderr=True)
 
 
 #: Exit statuses (the README's "Exit status" section): a failed check, a usage error, Ctrl-C.
@@ -47,9 +57,12 @@ class KzGroup(click.Group):
     status), caught here once for every command."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        from kz_core.rundir import close_failed_runs
+
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            close_failed_runs(exc)
             interrupted = KzUsageError(
                 "interrupted. Finished work is kept in the run folder (evaluation results in its "
                 "journal, training checkpoints): run the same command again to resume."
@@ -57,11 +70,17 @@ class KzGroup(click.Group):
             interrupted.exit_code = INTERRUPTED
             raise interrupted from None
         except KzError as exc:
+            close_failed_runs(exc)
             if isinstance(exc, click.ClickException):
                 raise
             usage = KzUsageError(str(exc))
             usage.exit_code = exc.exit_code
             raise usage from exc
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except Exception as exc:  # a crash: its traceback goes to the console, the reason to the run's log
+            close_failed_runs(exc)
+            raise
 
 
 def _count_option(name: str, short: str, help_text: str) -> Callable:

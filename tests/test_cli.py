@@ -163,3 +163,20 @@ def test_ctrl_c_says_what_was_kept_and_exits_130(tmp_path):
     assert completed.returncode == 130, completed.stderr
     assert completed.stderr.startswith("kz: interrupted") and "run the same command again to resume" in completed.stderr
     assert "Aborted!" not in completed.stderr and "Traceback" not in completed.stderr
+
+
+def test_train_without_the_plugin_that_provides_coder_says_which_to_install(tmp_path):
+    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_triton"}
+    completed = subprocess.run([sys.executable, "-m", "kz_core.cli", "train", "coder"], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert completed.returncode == 2, completed.stderr
+    assert "no command `kz train coder`" in completed.stderr and "kz-policy-hf" in completed.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_tables_piped_to_a_file_keep_their_headers(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    completed = subprocess.run([sys.executable, "-m", "kz_core.cli", "plugins"], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert completed.returncode == 0, completed.stderr
+    # At 80 columns these cells were folded and the headers cut ("provi…").
+    assert "backend_compile, backend_kernels, backend_run, register_backends, static_checks" in completed.stdout
+    assert "provides" in completed.stdout and "backends: cuda, cuda_inline" in completed.stdout

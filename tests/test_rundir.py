@@ -37,3 +37,27 @@ def test_console_levels():
     assert console_level(0, 1) == "WARNING"
     assert console_level(0, 2) == "ERROR"
     assert console_level(0, 0, default="info") == "INFO"
+
+
+def test_a_failed_command_leaves_no_empty_run_and_logs_why_in_a_kept_one(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    def kz(*args):
+        return subprocess.run([sys.executable, "-m", "kz_core.cli", *args], capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "COLUMNS": "200"})
+
+    candidates = "examples/candidates/triton"
+    from pathlib import Path
+
+    folder = str(Path(__file__).resolve().parents[1] / candidates)
+    failed = kz("eval", "-c", folder, "-d", "cuda:7", f"run.root={tmp_path / 'runs'}", "run.name=first")
+    assert failed.returncode == 2 and "no CUDA GPU" in failed.stderr
+    assert failed.stderr.count("no CUDA GPU") == 1, failed.stderr  # said once
+    assert not (tmp_path / "runs" / "first").exists()
+    kept = tmp_path / "runs" / "kept"
+    kept.mkdir(parents=True)
+    (kept / "results.jsonl").write_text("{}\n")  # earlier work: the folder stays
+    again = kz("eval", "-c", folder, "-d", "cuda:7", f"run.root={tmp_path / 'runs'}", "run.name=kept")
+    assert again.returncode == 2 and (kept / "results.jsonl").exists()
+    assert "stopped: EvaluatorError: device 'cuda:7'" in (kept / "kz.log").read_text()

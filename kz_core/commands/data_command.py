@@ -41,7 +41,7 @@ def register_commands(cli):
         """Training data: synthetic, verified pairs for supervised warm starts."""
 
     @data.command(name="synth")
-    @click.option("--n", "count", type=int, default=200, show_default=True, help="Problems to draw (each gives up to one pair per backend and a Proposer pair).")
+    @click.option("--n", "-n", "count", type=int, default=200, show_default=True, help="Problems to draw (each gives up to one pair per backend and a Proposer pair).")
     @click.option("--out", "out_path", default=None, help="JSONL to write (default: <run directory>/synth.jsonl).")
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw; the same seed gives the same problems.")
     @click.option("--backends", default="triton,cuda", show_default=True, help="Kernel backends, comma-separated.")

@@ -45,7 +45,7 @@ def register_commands(cli):
 
     @cli.command(name="generate")
     @click.option("--problems", "-p", "problems_source", default=None, help="Problem source (problems.source).")
-    @click.option("--n", "n", type=int, default=8, show_default=True, help="Samples per problem.")
+    @click.option("--n", "-n", "n", type=int, default=8, show_default=True, help="Samples per problem.")
     @click.option("--backend", "-b", default=None, help="Backend the prompts ask for (eval.backend).")
     @click.option("--out", "-o", "out_path", default=None, type=click.Path(), help="Completions JSONL (default: completions.jsonl in the run directory).")
     @click.option("--eval", "evaluate", is_flag=True, help="Evaluate the samples and report pass@k and fast_1.")

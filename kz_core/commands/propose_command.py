@@ -41,7 +41,7 @@ def register_commands(cli):
     from kz_core.cli import config_options
 
     @cli.command(name="propose")
-    @click.option("--n", "n", type=int, default=8, show_default=True, help="Modules to propose (one per sampled API set).")
+    @click.option("--n", "-n", "n", type=int, default=8, show_default=True, help="Modules to propose (one per sampled API set).")
     @click.option("--device", "-d", default=None, help="Where modules are validated: cpu, cuda or cuda:N (eval.device).")
     @click.option("--json", "as_json", is_flag=True, help="Print the round's summary as JSON.")
     @config_options

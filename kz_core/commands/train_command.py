@@ -27,6 +27,14 @@ class TrainGroup(click.Group):
     argument names no subcommand, and hands everything to the subcommand when it does."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and not args[0].startswith("-") and "=" not in args[0] and args[0] not in self.commands:
+            from kz_core.cli import KzUsageError
+
+            installed = ", ".join(sorted(self.commands)) or "none"
+            raise KzUsageError(
+                f"no command `kz train {args[0]}` (installed: {installed}); `coder`, `proposer` and `sft` come "
+                "with kz-policy-hf (pip install -e plugins/policy_hf, or its wheel from `make dist`)"
+            )
         if args and args[0] in self.commands:
             super().parse_args(ctx, [])  # the group's own options keep their defaults
             if hasattr(ctx, "_protected_args"):  # click >= 8.2
