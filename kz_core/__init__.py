@@ -47,6 +47,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "replace_file": ("kz_core.paths", "replace_file"),
     "CACHE_DIR_ENV": ("kz_core.paths", "CACHE_DIR_ENV"),
     "config_options": ("kz_core.cli", "config_options"),
+    "train_group": ("kz_core.commands.train_command", "train_group"),
     "err_console": ("kz_core.cli", "stderr"),
     "open_run_dir": ("kz_core.rundir", "open_run_dir"),
     "load_problems_from_config": ("kz_core.problems", "load_problems_from_config"),

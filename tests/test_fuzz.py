@@ -146,3 +146,17 @@ def test_kz_eval_fuzz_makes_a_fuzz_failure_incorrect():
     assert [f.check for f in bad.findings if f.severity is Severity.ERROR] == ["fuzz"]
     assert good.verdict is Verdict.CORRECT, good.message
     assert any(f.check == "fuzz" and f.message.startswith("passed 60") for f in good.findings)
+
+
+def test_the_evaluator_and_the_fuzzer_do_not_import_each_other():
+    """The evaluator runs the fuzzing engine (eval.fuzz); only the public kz_core.fuzz
+    builds evaluators: no module of kz_core.evaluate imports kz_core.fuzz."""
+    import ast
+
+    package = Path(__file__).resolve().parents[1] / "kz_core" / "evaluate"
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "kz_core.fuzz" or isinstance(node, ast.Import) and any(a.name == "kz_core.fuzz" for a in node.names):
+                raise AssertionError(f"{path.name} imports kz_core.fuzz")
+    engine = (package / "fuzzing.py").read_text()
+    assert "import Evaluator" not in engine

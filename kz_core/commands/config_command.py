@@ -6,28 +6,31 @@ import json
 
 import click
 
+from kz_core.cli import config_options
 from kz_core.hookspecs import hookimpl
+
+
+@click.group(name="config")
+def config_group() -> None:
+    """Inspect configuration."""
+
+
+@config_group.command(name="show")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
+@click.option("--presets", "list_presets", is_flag=True, help="List the shipped presets instead.")
+@config_options
+def show(config, as_json: bool, list_presets: bool) -> None:
+    """Print the resolved config: defaults, then --preset, then KEY=VALUE overrides."""
+    from kz_core.config import available_presets, to_container, to_yaml
+
+    if list_presets:
+        click.echo("\n".join(available_presets()))
+    elif as_json:
+        click.echo(json.dumps(to_container(config), indent=2))
+    else:
+        click.echo(to_yaml(config), nl=False)
 
 
 @hookimpl
 def register_commands(cli):
-    from kz_core.cli import config_options
-
-    @cli.group(name="config")
-    def config_group() -> None:
-        """Inspect configuration."""
-
-    @config_group.command(name="show")
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
-    @click.option("--presets", "list_presets", is_flag=True, help="List the shipped presets instead.")
-    @config_options
-    def show(config, as_json: bool, list_presets: bool) -> None:
-        """Print the resolved config: defaults, then --preset, then KEY=VALUE overrides."""
-        from kz_core.config import available_presets, to_container, to_yaml
-
-        if list_presets:
-            click.echo("\n".join(available_presets()))
-        elif as_json:
-            click.echo(json.dumps(to_container(config), indent=2))
-        else:
-            click.echo(to_yaml(config), nl=False)
+    cli.add_command(config_group)

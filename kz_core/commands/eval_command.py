@@ -17,6 +17,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from kz_core.cli import config_options
 from kz_core.hookspecs import hookimpl
 
 
@@ -69,103 +70,104 @@ def failures_table(results) -> Table | None:
     return table
 
 
+@click.command(name="eval")
+@click.option("--problems", "-p", "problems_source", default=None, help="Problem source (problems.source): folder, .jsonl, hf:ID or examples.")
+@click.option("--candidates", "-c", "candidates_path", required=True, type=click.Path(), help="Candidates: a .jsonl file or a folder of <problem>.py files.")
+@click.option("--out", "-o", "out_path", default=None, type=click.Path(), help="Results JSONL (default: results.jsonl in the run directory).")
+@click.option("--backend", "-b", default=None, help="Backend for candidates that name none (eval.backend).")
+@click.option("--device", "-d", default=None, help="cpu, cuda or cuda:N (eval.device).")
+@click.option("--workers", "-w", type=click.IntRange(min=1), default=None, help="Candidate workers per device (eval.workers; default: one per core on a CPU, 4 on a GPU).")
+@click.option("--no-cache", is_flag=True, help="Evaluate again even where the journal has a result.")
+@click.option("--fuzz", "fuzz_examples", type=int, default=None, help="Fuzz examples per correct candidate (eval.fuzz); a failure makes it incorrect.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on standard output.")
+@click.option(
+    "--fail-under", type=click.FloatRange(0, 100), default=None, metavar="PERCENT",
+    help="Exit with status 1 when the pass rate is below PERCENT (for scripts and CI).",
+)
+@config_options
+def eval_command(config, problems_source, candidates_path, out_path, backend, device, workers, no_cache, fuzz_examples, as_json, fail_under) -> None:
+    """Evaluate candidates: sandboxed correctness trials, guards, and timing on a GPU.
+
+    Exit status: 0, or 1 when --fail-under is given and the pass rate is below it;
+    2 for a usage error (an unknown backend, no candidates, a bad option).
+    """
+    from kz_core.cli import FAILED, KzUsageError, apply_options, quiet_level, read_candidates, stderr, stdout
+    from kz_core.evaluate import Evaluator, EvaluatorError
+    from kz_core.evaluate.journal import Journal
+    from kz_core.metrics import summarize
+    from kz_core.problems import load_problems_from_config
+    from kz_core.rundir import open_run_dir
+    from kz_core.serialization import dumps, to_json_dict
+
+    overrides = {
+        "eval.backend": backend,
+        "eval.device": device,
+        "eval.workers": workers,
+        "eval.cache": False if no_cache else None,
+        "eval.fuzz": fuzz_examples,
+        "problems.source": problems_source,
+        "run.name": config.run.name or f"eval-{Path(candidates_path).stem}",
+    }
+    config = apply_options(config, overrides)
+    candidates = read_candidates(candidates_path, config.eval.backend)
+    problem_set = load_problems_from_config(config.problems)
+    for error in problem_set.errors:
+        stderr.print(f"[yellow]problem skipped[/yellow] {error.name}: {error.reason}", highlight=False)
+    run_dir = open_run_dir(config, command="kz eval")
+    out = Path(out_path) if out_path else run_dir / "results.jsonl"
+    verdicts: Counter[str] = Counter()
+    with Journal(run_dir / "journal.sqlite") as journal:
+        evaluator = Evaluator(problem_set.problems, config.eval, journal=journal)
+        isolation = evaluator.isolation
+        gaps = "; ".join(isolation.missing())
+        stderr.print(f"sandbox: {isolation.summary()}" + (f" [yellow](missing: {gaps})[/yellow]" if gaps else ""), highlight=False)
+        with evaluator, Progress(
+            TextColumn("[bold]eval[/bold]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[counts]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=stderr,
+            transient=False,
+            disable=quiet_level() > 0,
+        ) as progress:
+            task = progress.add_task("eval", total=len(candidates), counts="")
+
+            verbose = not quiet_level()
+
+            def advance(result) -> None:
+                verdicts[result.verdict.value] += 1
+                counts = " ".join(f"{k}={v}" for k, v in sorted(verdicts.items()))
+                progress.update(task, advance=1, counts=counts)
+                if verbose:  # each candidate's verdict as it comes, above the bar
+                    colour = "green" if result.verdict.value == "correct" else "red"
+                    progress.console.print(f"[{colour}]{result.verdict.value}[/{colour}] {result.problem}/{result.sample_id}: {result.message}"[:400], highlight=False, markup=True)
+
+            try:
+                results = evaluator.evaluate(candidates, progress=advance)
+            except EvaluatorError as exc:
+                raise KzUsageError(f"{exc} (finished results are kept in {run_dir / 'journal.sqlite'})") from exc
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as handle:
+        for result in results:
+            handle.write(dumps(result) + "\n")
+    summary = summarize(results, ks=(1, 5, 10))
+    if as_json:
+        click.echo(json.dumps(to_json_dict(summary), indent=2))
+    else:
+        failures = failures_table(results)
+        if failures is not None and not quiet_level():
+            stdout.print(failures)
+        stdout.print(summary_table(summary, f"kz eval on {evaluator.device}"))
+    if evaluator.reused:
+        stderr.print(f"{evaluator.reused} of {len(results)} results came from the run's journal (--no-cache evaluates them again)", highlight=False)
+    stderr.print(f"results: {out}  run directory: {run_dir}", highlight=False)
+    if fail_under is not None and 100 * (summary.pass_rate or 0.0) < fail_under:
+        stderr.print(f"[red]pass rate {100 * (summary.pass_rate or 0.0):.1f}% is below --fail-under {fail_under:g}%[/red]", highlight=False)
+        sys.exit(FAILED)
+
+
 @hookimpl
 def register_commands(cli):
-    from kz_core.cli import config_options
-
-    @cli.command(name="eval")
-    @click.option("--problems", "-p", "problems_source", default=None, help="Problem source (problems.source): folder, .jsonl, hf:ID or examples.")
-    @click.option("--candidates", "-c", "candidates_path", required=True, type=click.Path(), help="Candidates: a .jsonl file or a folder of <problem>.py files.")
-    @click.option("--out", "-o", "out_path", default=None, type=click.Path(), help="Results JSONL (default: results.jsonl in the run directory).")
-    @click.option("--backend", "-b", default=None, help="Backend for candidates that name none (eval.backend).")
-    @click.option("--device", "-d", default=None, help="cpu, cuda or cuda:N (eval.device).")
-    @click.option("--workers", "-w", type=click.IntRange(min=1), default=None, help="Candidate workers per device (eval.workers; default: one per core on a CPU, 4 on a GPU).")
-    @click.option("--no-cache", is_flag=True, help="Evaluate again even where the journal has a result.")
-    @click.option("--fuzz", "fuzz_examples", type=int, default=None, help="Fuzz examples per correct candidate (eval.fuzz); a failure makes it incorrect.")
-    @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on standard output.")
-    @click.option(
-        "--fail-under", type=click.FloatRange(0, 100), default=None, metavar="PERCENT",
-        help="Exit with status 1 when the pass rate is below PERCENT (for scripts and CI).",
-    )
-    @config_options
-    def eval_command(config, problems_source, candidates_path, out_path, backend, device, workers, no_cache, fuzz_examples, as_json, fail_under) -> None:
-        """Evaluate candidates: sandboxed correctness trials, guards, and timing on a GPU.
-
-        Exit status: 0, or 1 when --fail-under is given and the pass rate is below it;
-        2 for a usage error (an unknown backend, no candidates, a bad option).
-        """
-        from kz_core.cli import FAILED, KzUsageError, apply_options, quiet_level, read_candidates, stderr, stdout
-        from kz_core.evaluate import Evaluator, EvaluatorError
-        from kz_core.evaluate.journal import Journal
-        from kz_core.metrics import summarize
-        from kz_core.problems import load_problems_from_config
-        from kz_core.rundir import open_run_dir
-        from kz_core.serialization import dumps, to_json_dict
-
-        overrides = {
-            "eval.backend": backend,
-            "eval.device": device,
-            "eval.workers": workers,
-            "eval.cache": False if no_cache else None,
-            "eval.fuzz": fuzz_examples,
-            "problems.source": problems_source,
-            "run.name": config.run.name or f"eval-{Path(candidates_path).stem}",
-        }
-        config = apply_options(config, overrides)
-        candidates = read_candidates(candidates_path, config.eval.backend)
-        problem_set = load_problems_from_config(config.problems)
-        for error in problem_set.errors:
-            stderr.print(f"[yellow]problem skipped[/yellow] {error.name}: {error.reason}", highlight=False)
-        run_dir = open_run_dir(config, command="kz eval")
-        out = Path(out_path) if out_path else run_dir / "results.jsonl"
-        verdicts: Counter[str] = Counter()
-        with Journal(run_dir / "journal.sqlite") as journal:
-            evaluator = Evaluator(problem_set.problems, config.eval, journal=journal)
-            isolation = evaluator.isolation
-            gaps = "; ".join(isolation.missing())
-            stderr.print(f"sandbox: {isolation.summary()}" + (f" [yellow](missing: {gaps})[/yellow]" if gaps else ""), highlight=False)
-            with evaluator, Progress(
-                TextColumn("[bold]eval[/bold]"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[counts]}"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=stderr,
-                transient=False,
-                disable=quiet_level() > 0,
-            ) as progress:
-                task = progress.add_task("eval", total=len(candidates), counts="")
-
-                verbose = not quiet_level()
-
-                def advance(result) -> None:
-                    verdicts[result.verdict.value] += 1
-                    counts = " ".join(f"{k}={v}" for k, v in sorted(verdicts.items()))
-                    progress.update(task, advance=1, counts=counts)
-                    if verbose:  # each candidate's verdict as it comes, above the bar
-                        colour = "green" if result.verdict.value == "correct" else "red"
-                        progress.console.print(f"[{colour}]{result.verdict.value}[/{colour}] {result.problem}/{result.sample_id}: {result.message}"[:400], highlight=False, markup=True)
-
-                try:
-                    results = evaluator.evaluate(candidates, progress=advance)
-                except EvaluatorError as exc:
-                    raise KzUsageError(f"{exc} (finished results are kept in {run_dir / 'journal.sqlite'})") from exc
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("w", encoding="utf-8") as handle:
-            for result in results:
-                handle.write(dumps(result) + "\n")
-        summary = summarize(results, ks=(1, 5, 10))
-        if as_json:
-            click.echo(json.dumps(to_json_dict(summary), indent=2))
-        else:
-            failures = failures_table(results)
-            if failures is not None and not quiet_level():
-                stdout.print(failures)
-            stdout.print(summary_table(summary, f"kz eval on {evaluator.device}"))
-        if evaluator.reused:
-            stderr.print(f"{evaluator.reused} of {len(results)} results came from the run's journal (--no-cache evaluates them again)", highlight=False)
-        stderr.print(f"results: {out}  run directory: {run_dir}", highlight=False)
-        if fail_under is not None and 100 * (summary.pass_rate or 0.0) < fail_under:
-            stderr.print(f"[red]pass rate {100 * (summary.pass_rate or 0.0):.1f}% is below --fail-under {fail_under:g}%[/red]", highlight=False)
-            sys.exit(FAILED)
+    cli.add_command(eval_command)

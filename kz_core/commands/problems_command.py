@@ -13,6 +13,7 @@ import click
 from rich.syntax import Syntax
 from rich.table import Table
 
+from kz_core.cli import config_options
 from kz_core.hookspecs import hookimpl
 
 
@@ -48,103 +49,107 @@ def _report_errors(problem_set) -> None:
         stderr.print(f"[yellow]skipped[/yellow] {error.name} ({error.source}): {error.reason}", highlight=False)
 
 
+@click.group(name="problems")
+def problems_group() -> None:
+    """List and show problems from a problem source."""
+
+
+@problems_group.command(name="list")
+@_source_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
+@config_options
+def list_problems(config, source, level, ids, name_pattern, as_json) -> None:
+    """List the problems in a source, after filters; report malformed ones."""
+    from kz_core.cli import stderr, stdout
+
+    problem_set = _load(config, source, level, ids, name_pattern)
+    _report_errors(problem_set)
+    if as_json:
+        for p in problem_set.problems:
+            click.echo(json.dumps({"name": p.name, "level": p.level, "problem_id": p.problem_id, "hash": p.content_hash[:12]}))
+    else:
+        table = Table(title=f"problems in {problem_set.source}")
+        table.add_column("name", style="bold")
+        table.add_column("level", justify="right")
+        table.add_column("id", justify="right")
+        table.add_column("lines", justify="right")
+        for p in problem_set.problems:
+            table.add_row(
+                p.name,
+                "" if p.level is None else str(p.level),
+                "" if p.problem_id is None else str(p.problem_id),
+                str(p.code.count("\n") + 1),
+            )
+        stdout.print(table)
+    summary = f"{len(problem_set.problems)} problems"
+    if problem_set.errors:
+        summary += f", {len(problem_set.errors)} malformed (skipped, listed above)"
+    stderr.print(summary, highlight=False)
+
+
+@problems_group.command(name="audit")
+@_source_options
+@click.option("--device", "-d", default=None, help="cpu, cuda or cuda:N (eval.device).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@config_options
+def audit_problems_command(config, source, level, ids, name_pattern, device, as_json) -> None:
+    """Flag problems a cheater can pass: constant or input-independent outputs,
+    non-deterministic or TF32-sensitive references, non-finite outputs."""
+    from collections import Counter
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kz_core.cli import stderr, stdout
+    from kz_core.evaluate import resolve_device
+    from kz_core.evaluate.audit import audit_problems
+    from kz_core.serialization import to_json_dict
+
+    problem_set = _load(config, source, level, ids, name_pattern)
+    _report_errors(problem_set)
+    resolved = resolve_device(device or config.eval.device)
+    with Progress(TextColumn("[bold]audit[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=stderr) as progress:
+        task = progress.add_task("audit", total=len(problem_set.problems))
+        audits = audit_problems(problem_set.problems, config.eval, resolved, progress=lambda _: progress.advance(task))
+    if as_json:
+        click.echo(json.dumps([to_json_dict(a) for a in audits], indent=2))
+        return
+    table = Table(title=f"problem audit on {resolved} (tolerance {config.eval.tolerance})")
+    table.add_column("problem", style="bold")
+    table.add_column("flags")
+    table.add_column("details")
+    for audit in audits:
+        table.add_row(audit.problem, ", ".join(audit.flags) or "[green]ok[/green]", "; ".join(f.message for f in audit.findings))
+    stdout.print(table)
+    counts = Counter(flag for audit in audits for flag in audit.flags)
+    flagged = sum(1 for audit in audits if audit.flags)
+    stderr.print(f"{flagged} of {len(audits)} problems flagged" + (": " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) if counts else ""), highlight=False)
+
+
+@problems_group.command(name="show")
+@click.argument("problem_name", metavar="NAME")
+@_source_options
+@config_options
+def show_problem(config, problem_name, source, level, ids, name_pattern) -> None:
+    """Print one problem's source and metadata."""
+    from kz_core.cli import KzUsageError, stdout
+
+    problem_set = _load(config, source, level, ids, name_pattern)
+    problem = problem_set.get(problem_name)
+    if problem is None:
+        broken = next((e for e in problem_set.errors if e.name == problem_name), None)
+        if broken is not None:
+            raise KzUsageError(f"problem {problem_name!r} is malformed: {broken.reason}")
+        close = difflib.get_close_matches(problem_name, problem_set.names(), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; `kz problems list` shows the names"
+        raise KzUsageError(f"no problem named {problem_name!r} in {problem_set.source}{hint}")
+    stdout.print(
+        f"[bold]{problem.name}[/bold]  level={problem.level}  id={problem.problem_id}  "
+        f"sha256={problem.content_hash[:16]}  source={problem.source}",
+        highlight=False,
+    )
+    stdout.print(Syntax(problem.code, "python", line_numbers=True))
+
+
 @hookimpl
 def register_commands(cli):
-    from kz_core.cli import config_options
-
-    @cli.group(name="problems")
-    def problems_group() -> None:
-        """List and show problems from a problem source."""
-
-    @problems_group.command(name="list")
-    @_source_options
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
-    @config_options
-    def list_problems(config, source, level, ids, name_pattern, as_json) -> None:
-        """List the problems in a source, after filters; report malformed ones."""
-        from kz_core.cli import stderr, stdout
-
-        problem_set = _load(config, source, level, ids, name_pattern)
-        _report_errors(problem_set)
-        if as_json:
-            for p in problem_set.problems:
-                click.echo(json.dumps({"name": p.name, "level": p.level, "problem_id": p.problem_id, "hash": p.content_hash[:12]}))
-        else:
-            table = Table(title=f"problems in {problem_set.source}")
-            table.add_column("name", style="bold")
-            table.add_column("level", justify="right")
-            table.add_column("id", justify="right")
-            table.add_column("lines", justify="right")
-            for p in problem_set.problems:
-                table.add_row(
-                    p.name,
-                    "" if p.level is None else str(p.level),
-                    "" if p.problem_id is None else str(p.problem_id),
-                    str(p.code.count("\n") + 1),
-                )
-            stdout.print(table)
-        summary = f"{len(problem_set.problems)} problems"
-        if problem_set.errors:
-            summary += f", {len(problem_set.errors)} malformed (skipped, listed above)"
-        stderr.print(summary, highlight=False)
-
-    @problems_group.command(name="audit")
-    @_source_options
-    @click.option("--device", "-d", default=None, help="cpu, cuda or cuda:N (eval.device).")
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-    @config_options
-    def audit_problems_command(config, source, level, ids, name_pattern, device, as_json) -> None:
-        """Flag problems a cheater can pass: constant or input-independent outputs,
-        non-deterministic or TF32-sensitive references, non-finite outputs."""
-        from collections import Counter
-
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        from kz_core.cli import stderr, stdout
-        from kz_core.evaluate import resolve_device
-        from kz_core.evaluate.audit import audit_problems
-        from kz_core.serialization import to_json_dict
-
-        problem_set = _load(config, source, level, ids, name_pattern)
-        _report_errors(problem_set)
-        resolved = resolve_device(device or config.eval.device)
-        with Progress(TextColumn("[bold]audit[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=stderr) as progress:
-            task = progress.add_task("audit", total=len(problem_set.problems))
-            audits = audit_problems(problem_set.problems, config.eval, resolved, progress=lambda _: progress.advance(task))
-        if as_json:
-            click.echo(json.dumps([to_json_dict(a) for a in audits], indent=2))
-            return
-        table = Table(title=f"problem audit on {resolved} (tolerance {config.eval.tolerance})")
-        table.add_column("problem", style="bold")
-        table.add_column("flags")
-        table.add_column("details")
-        for audit in audits:
-            table.add_row(audit.problem, ", ".join(audit.flags) or "[green]ok[/green]", "; ".join(f.message for f in audit.findings))
-        stdout.print(table)
-        counts = Counter(flag for audit in audits for flag in audit.flags)
-        flagged = sum(1 for audit in audits if audit.flags)
-        stderr.print(f"{flagged} of {len(audits)} problems flagged" + (": " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) if counts else ""), highlight=False)
-
-    @problems_group.command(name="show")
-    @click.argument("problem_name", metavar="NAME")
-    @_source_options
-    @config_options
-    def show_problem(config, problem_name, source, level, ids, name_pattern) -> None:
-        """Print one problem's source and metadata."""
-        from kz_core.cli import KzUsageError, stdout
-
-        problem_set = _load(config, source, level, ids, name_pattern)
-        problem = problem_set.get(problem_name)
-        if problem is None:
-            broken = next((e for e in problem_set.errors if e.name == problem_name), None)
-            if broken is not None:
-                raise KzUsageError(f"problem {problem_name!r} is malformed: {broken.reason}")
-            close = difflib.get_close_matches(problem_name, problem_set.names(), n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else "; `kz problems list` shows the names"
-            raise KzUsageError(f"no problem named {problem_name!r} in {problem_set.source}{hint}")
-        stdout.print(
-            f"[bold]{problem.name}[/bold]  level={problem.level}  id={problem.problem_id}  "
-            f"sha256={problem.content_hash[:16]}  source={problem.source}",
-            highlight=False,
-        )
-        stdout.print(Syntax(problem.code, "python", line_numbers=True))
+    cli.add_command(problems_group)

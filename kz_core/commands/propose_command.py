@@ -13,6 +13,7 @@ import json
 import click
 from rich.table import Table
 
+from kz_core.cli import config_options
 from kz_core.hookspecs import hookimpl
 
 #: Run name when ``run.name`` is empty: re-runs add rounds to the same pool.
@@ -36,39 +37,40 @@ def summary_table(summary) -> Table:
     return table
 
 
+@click.command(name="propose")
+@click.option("--n", "-n", "n", type=int, default=8, show_default=True, help="Modules to propose (one per sampled API set).")
+@click.option("--device", "-d", default=None, help="Where modules are validated: cpu, cuda or cuda:N (eval.device).")
+@click.option("--json", "as_json", is_flag=True, help="Print the round's summary as JSON.")
+@config_options
+def propose_command(config, n, device, as_json) -> None:
+    """Propose modules with the Proposer policy, validate them, add them to the pool."""
+    from omegaconf import OmegaConf
+
+    from kz_core.cli import KzUsageError, stderr, stdout
+    from kz_core.plugins import get_plugin_manager
+    from kz_core.proposer.pool import open_pool
+    from kz_core.proposer.propose import propose_round
+    from kz_core.rundir import open_run_dir
+    from kz_core.serialization import to_json_dict
+
+    if n < 1:
+        raise KzUsageError("--n must be at least 1")
+    if not config.run.name:
+        config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"run.name={DEFAULT_RUN_NAME}"]))
+    run_dir = open_run_dir(config, command="kz propose")
+    with open_pool(run_dir) as pool:
+        validations, summary = propose_round(n, config, pool, get_plugin_manager(), device=device)
+    with (run_dir / "modules.jsonl").open("a", encoding="utf-8") as handle:
+        for name, validation in zip(summary.names, validations):
+            record = {**to_json_dict(validation), "name": name, "round": summary.round, "reason": validation.reason}
+            handle.write(json.dumps(record) + "\n")
+    if as_json:
+        click.echo(json.dumps({**to_json_dict(summary), "valid_share": summary.valid_share, "run_dir": str(run_dir)}, indent=2))
+    else:
+        stdout.print(summary_table(summary))
+    stderr.print(f"{summary.valid} of {summary.proposed} valid; pool: {run_dir / 'pool.sqlite'}", highlight=False)
+
+
 @hookimpl
 def register_commands(cli):
-    from kz_core.cli import config_options
-
-    @cli.command(name="propose")
-    @click.option("--n", "-n", "n", type=int, default=8, show_default=True, help="Modules to propose (one per sampled API set).")
-    @click.option("--device", "-d", default=None, help="Where modules are validated: cpu, cuda or cuda:N (eval.device).")
-    @click.option("--json", "as_json", is_flag=True, help="Print the round's summary as JSON.")
-    @config_options
-    def propose_command(config, n, device, as_json) -> None:
-        """Propose modules with the Proposer policy, validate them, add them to the pool."""
-        from omegaconf import OmegaConf
-
-        from kz_core.cli import KzUsageError, stderr, stdout
-        from kz_core.plugins import get_plugin_manager
-        from kz_core.proposer.pool import open_pool
-        from kz_core.proposer.propose import propose_round
-        from kz_core.rundir import open_run_dir
-        from kz_core.serialization import to_json_dict
-
-        if n < 1:
-            raise KzUsageError("--n must be at least 1")
-        if not config.run.name:
-            config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"run.name={DEFAULT_RUN_NAME}"]))
-        run_dir = open_run_dir(config, command="kz propose")
-        with open_pool(run_dir) as pool:
-            validations, summary = propose_round(n, config, pool, get_plugin_manager(), device=device)
-        with (run_dir / "modules.jsonl").open("a", encoding="utf-8") as handle:
-            for name, validation in zip(summary.names, validations):
-                record = {**to_json_dict(validation), "name": name, "round": summary.round, "reason": validation.reason}
-                handle.write(json.dumps(record) + "\n")
-        if as_json:
-            click.echo(json.dumps({**to_json_dict(summary), "valid_share": summary.valid_share, "run_dir": str(run_dir)}, indent=2))
-        else:
-            stdout.print(summary_table(summary))
-        stderr.print(f"{summary.valid} of {summary.proposed} valid; pool: {run_dir / 'pool.sqlite'}", highlight=False)
+    cli.add_command(propose_command)

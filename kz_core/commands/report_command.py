@@ -10,20 +10,23 @@ from rich.table import Table
 from kz_core.hookspecs import hookimpl
 
 
+@click.command(name="report")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+def report_command(run_dir: str) -> None:
+    """Write RUN_DIR/report/index.html (plots of rewards, gate, pool, frontier, held-out)."""
+    from kz_core.cli import stderr, stdout
+    from kz_core.report import load_run, summary_rows, write_report
+
+    page = write_report(Path(run_dir))
+    table = Table(title="kz run summary")
+    table.add_column("")
+    table.add_column("value", justify="right")
+    for label, value in summary_rows(load_run(Path(run_dir))):
+        table.add_row(label, value)
+    stdout.print(table)
+    stderr.print(f"report: {page}", highlight=False)
+
+
 @hookimpl
 def register_commands(cli):
-    @cli.command(name="report")
-    @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-    def report_command(run_dir: str) -> None:
-        """Write RUN_DIR/report/index.html (plots of rewards, gate, pool, frontier, held-out)."""
-        from kz_core.cli import stderr, stdout
-        from kz_core.report import load_run, summary_rows, write_report
-
-        page = write_report(Path(run_dir))
-        table = Table(title="kz run summary")
-        table.add_column("")
-        table.add_column("value", justify="right")
-        for label, value in summary_rows(load_run(Path(run_dir))):
-            table.add_row(label, value)
-        stdout.print(table)
-        stderr.print(f"report: {page}", highlight=False)
+    cli.add_command(report_command)

@@ -1,8 +1,8 @@
 """``kz train``: co-evolution of the Proposer and the Coder (``kz_core/coevolve.py``).
 
-The core owns the ``train`` group and registers it before any plugin (``tryfirst``), so
-that plugins add their subcommands to it: kz-policy-hf adds ``kz train coder`` and
-``kz train proposer``. Without a subcommand, ``kz train [--preset NAME] [key=value ...]``
+The core owns the ``train`` group, a module-level object (``kz_core.train_group``) that
+plugins add their subcommands to in their own ``register_commands``, in any order:
+kz-policy-hf adds ``kz train coder``, ``kz train proposer`` and ``kz train sft``. Without a subcommand, ``kz train [--preset NAME] [key=value ...]``
 runs (or resumes) co-evolution rounds in the run directory, then prints the summary
 table, one row per round, and the path of the HTML report.
 """
@@ -15,6 +15,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from kz_core.cli import config_options
 from kz_core.hookspecs import hookimpl
 
 #: Run name when ``run.name`` is empty (``-<preset>`` is appended), so that re-running the
@@ -71,51 +72,48 @@ def rounds_table(rounds: list[dict[str, Any]]) -> Table:
     return table
 
 
-@hookimpl(tryfirst=True)
+@click.group(name="train", cls=TrainGroup, invoke_without_command=True)
+@config_options
+@click.pass_context
+def train_group(ctx: click.Context, config: Any) -> None:
+    """Co-evolve the Proposer and the Coder (coevolve.*); `kz train coder|proposer|sft` trains one.
+
+    Each round: Proposer training, pool refresh, frontier statistics, Coder training on
+    the frontier, held-out evaluation. Re-running the same command resumes the run.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from omegaconf import OmegaConf
+
+    from kz_core.cli import stderr, stdout
+    from kz_core.coevolve import run_coevolution
+    from kz_core.report import load_run, summary_rows, write_report
+    from kz_core.rundir import open_run_dir
+
+    preset = ctx.params.get("preset")
+    if not config.run.name:
+        name = DEFAULT_RUN_NAME + (f"-{Path(preset).stem}" if preset else "")
+        config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"run.name={name}"]))
+    run_dir = open_run_dir(config, command="kz train")
+    stderr.print(f"co-evolution: {config.coevolve.rounds} rounds in {run_dir}", highlight=False)
+    rounds = run_coevolution(config, run_dir)
+    try:
+        page = write_report(run_dir)
+    except ImportError as exc:  # matplotlib is a dependency, but an image may lack it
+        stderr.print(f"the rounds are done, but the report was not written ({exc}): install matplotlib, then run `kz report {run_dir}`")
+        page = None
+    summary = Table(title="kz run summary")
+    summary.add_column("")
+    summary.add_column("value", justify="right")
+    for label, value in summary_rows(load_run(run_dir)):
+        summary.add_row(label, value)
+    stdout.print(summary)
+    if rounds:
+        stdout.print(rounds_table(rounds))
+    if page is not None:
+        stderr.print(f"report: {page}", highlight=False)
+
+
+@hookimpl
 def register_commands(cli):
-    @cli.group(name="train", cls=TrainGroup, invoke_without_command=True)
-    @click.option("--preset", default=None, metavar="NAME", help="A shipped preset's name or a YAML file's path.")
-    @click.option("-v", "--verbose", count=True, help="Show debug messages.")
-    @click.option("-q", "--quiet", count=True, help="Show warnings and errors only.")
-    @click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
-    @click.pass_context
-    def train(ctx: click.Context, preset: str | None, verbose: int, quiet: int, overrides: tuple[str, ...]) -> None:
-        """Co-evolve the Proposer and the Coder (coevolve.*); `kz train coder|proposer` trains one.
-
-        Each round: Proposer training, pool refresh, frontier statistics, Coder training on
-        the frontier, held-out evaluation. Re-running the same command resumes the run.
-        """
-        if ctx.invoked_subcommand is not None:
-            return
-        from omegaconf import OmegaConf
-
-        from kz_core.cli import resolve_config, stderr, stdout
-        from kz_core.coevolve import run_coevolution
-        from kz_core.logs import console_level, setup_logging
-        from kz_core.report import load_run, summary_rows, write_report
-        from kz_core.rundir import open_run_dir
-
-        config = resolve_config(preset, overrides)
-        root = ctx.find_root().obj or {}
-        setup_logging(console_level(verbose + root.get("verbose", 0), quiet + root.get("quiet", 0), default=config.log.level))
-        if not config.run.name:
-            name = DEFAULT_RUN_NAME + (f"-{Path(preset).stem}" if preset else "")
-            config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"run.name={name}"]))
-        run_dir = open_run_dir(config, command="kz train")
-        stderr.print(f"co-evolution: {config.coevolve.rounds} rounds in {run_dir}", highlight=False)
-        rounds = run_coevolution(config, run_dir)
-        try:
-            page = write_report(run_dir)
-        except ImportError as exc:  # matplotlib is a dependency, but an image may lack it
-            stderr.print(f"the rounds are done, but the report was not written ({exc}): install matplotlib, then run `kz report {run_dir}`")
-            page = None
-        summary = Table(title="kz run summary")
-        summary.add_column("")
-        summary.add_column("value", justify="right")
-        for label, value in summary_rows(load_run(run_dir)):
-            summary.add_row(label, value)
-        stdout.print(summary)
-        if rounds:
-            stdout.print(rounds_table(rounds))
-        if page is not None:
-            stderr.print(f"report: {page}", highlight=False)
+    cli.add_command(train_group)

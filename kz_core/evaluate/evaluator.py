@@ -740,7 +740,7 @@ class Evaluator:
         """``eval.fuzz`` examples; a failure is a ``fuzz`` finding. With ``worker``: on the
         candidate loaded there. With ``executor``: plans recorded in a new candidate worker
         (alive only while the GPU is held shared), replayed in this candidate's executor."""
-        from kz_core.fuzz import FuzzSession
+        from kz_core.evaluate.fuzzing import FuzzSession
 
         with self._gpu.shared() if executor is not None else contextlib.nullcontext():
             with FuzzSession(problem, candidate, evaluator=self, worker=worker, executor=executor) as session:
