@@ -134,10 +134,32 @@ def _figure():
     return plt, figure, axes
 
 
+#: Series drawn on one plot get these in turn: where values coincide (pass@1 = pass@k = 0)
+#: a larger hollow marker stays visible around a smaller filled one.
+_STYLES = (
+    {"marker": "o", "markersize": 11, "markerfacecolor": "none", "linestyle": "-"},
+    {"marker": "s", "markersize": 7, "linestyle": "--"},
+    {"marker": "^", "markersize": 5, "linestyle": ":"},
+    {"marker": "x", "markersize": 5, "linestyle": "-."},
+)
+
+
+def _plot(axes: Any, xs: list[Any], ys: list[Any], label: str) -> None:
+    """One series, styled by how many the axes already hold (see :data:`_STYLES`)."""
+    style = _STYLES[len(axes.get_lines()) % len(_STYLES)]
+    axes.plot(xs, ys, label=label, **style)
+
+
 def _save(plt: Any, figure: Any, axes: Any, path: Path, title: str, xlabel: str) -> None:
     from matplotlib.ticker import MaxNLocator
 
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps and rounds are whole numbers
+    xs = [x for line in axes.get_lines() for x in line.get_xdata()]
+    if xs:  # whole steps or rounds, with room around them (one point: not 0.945 to 1.05)
+        low, high = int(min(xs)), int(max(xs))
+        axes.set_xlim(low - 0.5, high + 0.5)
+        if high - low <= 20:  # few: every one labelled (the integer locator gives 0.1 steps for one point)
+            axes.set_xticks(range(low, high + 1))
     axes.set_title(title)
     axes.set_xlabel(xlabel)
     axes.grid(alpha=0.3)
@@ -170,7 +192,9 @@ def make_plots(run: RunData, folder: Path) -> dict[str, Path]:
         for key, label in (("reward", "reward"), ("correct_rate", "correctness rate")):
             xs, ys = _series(rows, key)
             if xs:
-                axes.plot(xs, ys, marker=".", label=label)
+                _plot(axes, xs, ys, label)
+        values = [y for line in axes.get_lines() for y in line.get_ydata()]
+        axes.set_ylim(min([0.0, *values]) - 0.1, max([1.0, *values]) + 0.1)  # rewards from -1 up, rates 0..1
         path = folder / f"{phase}_reward.png"
         _save(plt, figure, axes, path, f"{phase.capitalize()}: reward and correctness per step", "training step")
         plots[f"{phase.capitalize()}: reward and correctness per step"] = path
@@ -178,8 +202,8 @@ def make_plots(run: RunData, folder: Path) -> dict[str, Path]:
     if coder:
         plt, figure, axes = _figure()
         xs = [s["index"] for s in coder]
-        axes.plot(xs, [s["gate_open_groups"] / s["groups"] for s in coder], marker=".", label="groups with the gate open")
-        axes.plot(xs, [s.get("reward_wait_share") or 0.0 for s in coder], marker=".", label="share of step time waiting for rewards")
+        _plot(axes, xs, [s["gate_open_groups"] / s["groups"] for s in coder], "groups with the gate open")
+        _plot(axes, xs, [s.get("reward_wait_share") or 0.0 for s in coder], "share of step time waiting for rewards")
         axes.set_ylim(-0.05, 1.05)
         path = folder / "gate.png"
         _save(plt, figure, axes, path, "CA-GRPO gate and reward wait per step", "training step")
@@ -187,14 +211,15 @@ def make_plots(run: RunData, folder: Path) -> dict[str, Path]:
     if run.rounds:
         numbers = [r["round"] for r in run.rounds]
         plt, figure, axes = _figure()
-        axes.plot(numbers, [r.get("pool_size", 0) for r in run.rounds], marker="o", label="modules in the pool")
-        axes.plot(numbers, [r.get("pool_valid", 0) for r in run.rounds], marker="o", label="valid modules")
+        _plot(axes, numbers, [r.get("pool_size", 0) for r in run.rounds], "modules in the pool")
+        _plot(axes, numbers, [r.get("pool_valid", 0) for r in run.rounds], "valid modules")
+        axes.set_ylim(-0.5, max([1, *(r.get("pool_size", 0) for r in run.rounds)]) + 0.5)
         path = folder / "pool.png"
         _save(plt, figure, axes, path, "Module pool per round", "round")
         plots["Module pool per round"] = path
         plt, figure, axes = _figure()
-        axes.plot(numbers, [r.get("frontier", {}).get("api_coverage", 0.0) for r in run.rounds], marker="o", label="share of the API catalog in valid modules")
-        axes.plot(numbers, [r.get("frontier", {}).get("intermediate_share", 0.0) for r in run.rounds], marker="o", label="share of modules with 0 < pass rate < 1")
+        _plot(axes, numbers, [r.get("frontier", {}).get("api_coverage", 0.0) for r in run.rounds], "share of the API catalog in valid modules")
+        _plot(axes, numbers, [r.get("frontier", {}).get("intermediate_share", 0.0) for r in run.rounds], "share of modules with 0 < pass rate < 1")
         axes.set_ylim(-0.05, 1.05)
         path = folder / "frontier.png"
         _save(plt, figure, axes, path, "Frontier coverage per round", "round")
@@ -203,7 +228,7 @@ def make_plots(run: RunData, folder: Path) -> dict[str, Path]:
         for key, label in (("pass@1", "pass@1"), ("pass@k", "pass@k"), ("fast_1_eager", "fast_1 vs eager"), ("fast_1_compile", "fast_1 vs compile")):
             values = [r.get("heldout", {}).get(key) for r in run.rounds]
             if any(v is not None for v in values):
-                axes.plot(numbers, [v if v is not None else float("nan") for v in values], marker="o", label=label)
+                _plot(axes, numbers, [v if v is not None else float("nan") for v in values], label)
         axes.set_ylim(-0.05, 1.05)
         path = folder / "heldout.png"
         _save(plt, figure, axes, path, "Held-out evaluation per round", "round")
@@ -234,6 +259,78 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
     return rows
 
 
+#: What a verdict or an invalid reason means, for the explanation of a run.
+_MEANING = {
+    "format_error": "the reply had no usable code, no fenced python block or no ModelNew",
+    "compile_error": "the kernel did not compile",
+    "runtime_error": "the kernel raised, crashed or could not run",
+    "timeout": "the kernel ran out of time",
+    "incorrect": "the kernel ran but its outputs were wrong",
+    "rejected": "a guard caught a shortcut, such as torch doing the work or a kernel never launched",
+    "correct": "correct",
+    "format": "no usable module in the reply",
+    "does_not_run": "the module did not run",
+}
+
+
+def _counted(counts: dict[str, int]) -> str:
+    total = sum(counts.values())
+    parts = [f"{n} of {total} {key}, {_MEANING.get(key, key)}" for key, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    return "; ".join(parts)
+
+
+def explain(run: RunData) -> list[str]:
+    """What happened in a run and why, in sentences: the verdicts behind the numbers (all
+    zeros from a small model are format errors, and say so), with what to do about it."""
+    lines: list[str] = []
+    coder = [s for s in run.steps if s["phase"] == "coder"]
+    verdicts: dict[str, int] = {}
+    for step in coder:
+        for key, n in (step.get("verdicts") or {}).items():
+            verdicts[key] = verdicts.get(key, 0) + int(n)
+    if verdicts:
+        lines.append(f"Coder training, {len(coder)} step{'s' if len(coder) != 1 else ''}: {_counted(verdicts)}.")
+    proposer = [s for s in run.steps if s["phase"] == "proposer"]
+    invalid: dict[str, int] = {}
+    for step in proposer:
+        for key, n in (step.get("invalid_by_reason") or {}).items():
+            invalid[key] = invalid.get(key, 0) + int(n)
+    if invalid:
+        lines.append(f"Proposer training, {len(proposer)} step{'s' if len(proposer) != 1 else ''}: invalid modules: {_counted(invalid)}.")
+    if run.rounds:
+        last = run.rounds[-1].get("round")
+        results = Path(run.run_dir) / "rounds" / str(last) / "heldout" / "results.jsonl"
+        if results.is_file():
+            rows = _read_jsonl(results)
+            counts: dict[str, int] = {}
+            for row in rows:
+                counts[row.get("verdict", "?")] = counts.get(row.get("verdict", "?"), 0) + 1
+            if counts:
+                lines.append(f"Held-out evaluation, round {last}: {_counted(counts)}.")
+    steps = coder + proposer
+    flat = steps and all(step.get("reward") == steps[0].get("reward") for step in steps) and all(not step.get("loss") for step in steps)
+    failed_format = verdicts and verdicts.get("format_error", 0) == sum(verdicts.values())
+    if flat:
+        lines.append(
+            "Every reward was the same, so every advantage was zero and training did not change the models"
+            + (": the Coder never wrote a usable code block." if failed_format else ".")
+            + " A model this small needs a supervised warm start before RL has anything to learn from:"
+            " `kz data synth`, then `kz train sft` and policy.model=<its run>/final (docs/training.md)."
+        )
+    return lines
+
+
+def sample_replies(run: RunData, count: int = 2, chars: int = 400) -> list[tuple[str, str]]:
+    """A few held-out replies of the last round, (problem, the reply's start), to show what
+    the model wrote."""
+    if not run.rounds:
+        return []
+    path = Path(run.run_dir) / "rounds" / str(run.rounds[-1].get("round")) / "heldout" / "samples.jsonl"
+    if not path.is_file():
+        return []
+    return [(row.get("problem", "?"), str(row.get("text", ""))[:chars]) for row in _read_jsonl(path)[:count]]
+
+
 def write_report(run_dir: Path) -> Path:
     """Write ``<run>/report/index.html`` (and its plots); returns the page's path."""
     run = load_run(run_dir)
@@ -246,6 +343,13 @@ def write_report(run_dir: Path) -> Path:
         f"<h1>kz run report</h1><p>{html.escape(str(Path(run_dir).resolve()))}</p>",
         "<table>" + "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in summary_rows(run)) + "</table>",
     ]
+    happened = explain(run)
+    if happened:
+        parts.append("<h2>What happened</h2><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in happened) + "</ul>")
+    replies = sample_replies(run)
+    if replies:
+        parts.append("<h3>What the model wrote (held-out, last round)</h3>")
+        parts += [f"<p><b>{html.escape(problem)}</b></p><pre style='white-space:pre-wrap;background:#f6f6f6;padding:8px'>{html.escape(text)}</pre>" for problem, text in replies]
     parts.append(curve_table(run))
     if not plots:
         parts.append("<p>This run has no training steps or rounds to plot yet.</p>")

@@ -201,6 +201,14 @@ def test_kz_train_smoke_preset_completes_a_round_and_kz_report_renders_it(tmp_pa
     for plot in ("coder_reward.png", "proposer_reward.png", "pool.png", "frontier.png", "heldout.png"):
         assert f"src='{plot}'" in page
     assert "pool (valid / all)" in report.stdout
+    assert "- Coder training, 2 steps: " in completed.stdout  # the verdicts behind the numbers, in words
+    again = subprocess.run(
+        [sys.executable, "-m", "kz_core.cli", "train", "--json", "--preset", "smoke", f"run.root={tmp_path}", "run.name=smoke"],
+        capture_output=True, text=True, env=subprocess_env(), cwd=tmp_path,
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    parsed = json.loads(again.stdout)  # a finished run resumed: nothing to do, the JSON summary only
+    assert parsed["rounds"][0]["round"] == 1 and parsed["summary"]["rounds"] == "1" and parsed["what_happened"]
 
 
 @pytest.mark.slow

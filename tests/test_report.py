@@ -106,3 +106,34 @@ def test_the_page_renders_with_its_plots_in_a_headless_browser(run_dir, tmp_path
     shot = tmp_path / "page.png"
     subprocess.run([BROWSER, *flags, f"--screenshot={shot}", "--window-size=1000,3000", page.as_uri()], capture_output=True, timeout=120)
     assert shot.is_file() and shot.stat().st_size > 20000
+
+
+def test_a_run_of_format_errors_explains_itself(tmp_path):
+    """The zeros of a small model's one-round run, said in words: every sample a format
+    error, every reward the same, so nothing was learned, and what to do about it."""
+    from kz_core.report import explain
+
+    run = tmp_path / "run"
+    flat = {"step": 1, "loss": 0.0, "reward": -1.0, "correct_rate": 0.0, "gate_open_groups": 0, "groups": 1, "verdicts": {"format_error": 8}}
+    write_lines(run / "rounds" / "1" / "coder" / "metrics.jsonl", [flat])
+    write_lines(run / "rounds" / "1" / "proposer" / "metrics.jsonl", [{"step": 1, "loss": 0.0, "reward": -1.0, "invalid_by_reason": {"format": 2}}])
+    write_lines(run / "rounds.jsonl", [{"round": 1, "pool_size": 2, "pool_valid": 0, "heldout": {"pass@1": 0.0, "pass@k": 0.0}}])
+    write_lines(run / "rounds" / "1" / "heldout" / "results.jsonl", [{"problem": "p", "verdict": "format_error"}] * 3 + [{"problem": "p", "verdict": "incorrect"}])
+    write_lines(run / "rounds" / "1" / "heldout" / "samples.jsonl", [{"problem": "p", "text": "I would write a <kernel> here."}])
+    lines = explain(load_run(run))
+    assert lines[0].startswith("Coder training, 1 step: 8 of 8 format_error, the reply had no usable code")
+    assert "2 of 2 format" in lines[1] and "3 of 4 format_error" in lines[2] and "1 of 4 incorrect" in lines[2]
+    assert "did not change the models: the Coder never wrote a usable code block" in lines[3] and "kz train sft" in lines[3]
+    page = write_report(run).read_text()
+    assert "<h2>What happened</h2>" in page and "I would write a &lt;kernel&gt; here." in page
+    completed = subprocess.run([sys.executable, "-m", "kz_core.cli", "report", str(run)], capture_output=True, text=True)
+    assert "8 of 8 format_error" in completed.stdout
+    as_json = subprocess.run([sys.executable, "-m", "kz_core.cli", "report", str(run), "--json"], capture_output=True, text=True)
+    parsed = json.loads(as_json.stdout)
+    assert parsed["what_happened"] == lines and parsed["summary"]["rounds"] == "1" and parsed["report"].endswith("index.html")
+
+
+def test_a_run_that_learns_is_not_called_flat(run_dir):
+    from kz_core.report import explain
+
+    assert not any("did not change" in line for line in explain(load_run(run_dir)))

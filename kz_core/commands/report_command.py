@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -12,18 +13,25 @@ from kz_core.hookspecs import hookimpl
 
 @click.command(name="report")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-def report_command(run_dir: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the summary, the explanation and the page's path as JSON.")
+def report_command(run_dir: str, as_json: bool) -> None:
     """Write RUN_DIR/report/index.html (plots of rewards, gate, pool, frontier, held-out)."""
     from kz_core.cli import stderr, stdout
-    from kz_core.report import load_run, summary_rows, write_report
+    from kz_core.report import explain, load_run, summary_rows, write_report
 
     page = write_report(Path(run_dir))
+    run = load_run(Path(run_dir))
+    if as_json:
+        click.echo(json.dumps({"summary": dict(summary_rows(run)), "what_happened": explain(run), "report": str(page), "rounds": list(run.rounds)}, indent=2))
+        return
     table = Table(title="kz run summary")
     table.add_column("")
     table.add_column("value", justify="right")
-    for label, value in summary_rows(load_run(Path(run_dir))):
+    for label, value in summary_rows(run):
         table.add_row(label, value)
     stdout.print(table)
+    for line in explain(run):
+        stdout.print(f"- {line}", highlight=False)
     stderr.print(f"report: {page}", highlight=False)
 
 

@@ -73,9 +73,10 @@ def rounds_table(rounds: list[dict[str, Any]]) -> Table:
 
 
 @click.group(name="train", cls=TrainGroup, invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the rounds, the summary and the explanation as JSON at the end.")
 @config_options
 @click.pass_context
-def train_group(ctx: click.Context, config: Any) -> None:
+def train_group(ctx: click.Context, config: Any, as_json: bool) -> None:
     """Co-evolve the Proposer and the Coder (coevolve.*); `kz train coder|proposer|sft` trains one.
 
     Each round: Proposer training, pool refresh, frontier statistics, Coder training on
@@ -87,7 +88,7 @@ def train_group(ctx: click.Context, config: Any) -> None:
 
     from kz_core.cli import stderr, stdout
     from kz_core.coevolve import run_coevolution
-    from kz_core.report import load_run, summary_rows, write_report
+    from kz_core.report import explain, load_run, summary_rows, write_report
     from kz_core.rundir import open_run_dir
 
     preset = ctx.params.get("preset")
@@ -102,6 +103,12 @@ def train_group(ctx: click.Context, config: Any) -> None:
     except ImportError as exc:  # matplotlib is a dependency, but an image may lack it
         stderr.print(f"the rounds are done, but the report was not written ({exc}): install matplotlib, then run `kz report {run_dir}`")
         page = None
+    if as_json:
+        import json
+
+        run = load_run(run_dir)
+        click.echo(json.dumps({"rounds": rounds, "summary": dict(summary_rows(run)), "what_happened": explain(run), "report": str(page) if page else None}, indent=2))
+        return
     summary = Table(title="kz run summary")
     summary.add_column("")
     summary.add_column("value", justify="right")
@@ -110,6 +117,8 @@ def train_group(ctx: click.Context, config: Any) -> None:
     stdout.print(summary)
     if rounds:
         stdout.print(rounds_table(rounds))
+    for line in explain(load_run(run_dir)):
+        stdout.print(f"- {line}", highlight=False)
     if page is not None:
         stderr.print(f"report: {page}", highlight=False)
 
