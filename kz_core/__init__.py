@@ -42,7 +42,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "string_constants": ("kz_core.source", "string_constants"),
     "extract_code": ("kz_core.parsing", "extract_code"),
     # Configuration, files, commands
-    **{name: ("kz_core.config", name) for name in ("ConfigError", "KzConfig", "PolicyConfig", "RewardConfig", "grpo_groups")},
+    **{name: ("kz_core.config", name) for name in ("ConfigError", "ConfigSection", "KzConfig", "PolicyConfig", "RewardConfig", "grpo_groups")},
     "cache_dir": ("kz_core.paths", "cache_dir"),
     "replace_file": ("kz_core.paths", "replace_file"),
     "CACHE_DIR_ENV": ("kz_core.paths", "CACHE_DIR_ENV"),

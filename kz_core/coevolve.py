@@ -208,12 +208,9 @@ class Coevolution:
         self._check()
 
     def _check(self) -> None:
-        coevolve = self.config.coevolve
-        for name in ("rounds", "proposer_steps", "coder_steps", "modules_per_round", "coder_samples", "frontier_k", "expert_samples"):
-            if getattr(coevolve, name) < 0:
-                raise CoevolveError(f"coevolve.{name} must not be negative, got {getattr(coevolve, name)}")
-        if coevolve.heldout_samples < 1:
-            raise CoevolveError(f"coevolve.heldout_samples must be at least 1, got {coevolve.heldout_samples}")
+        from kz_core.config import check_section
+
+        check_section("coevolve", self.config.coevolve)  # the rules every config load applies
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -69,6 +69,24 @@ def register_backends(register: Callable[[BackendInfo], None]) -> None:
 
 
 @hookspec
+def register_config(register: Callable[[Any], None]) -> None:
+    """Contribute configuration keys: a section of the plugin's own, or keys added to a
+    core section (a reward plugin adds its parameters to ``reward``).
+
+    Call ``register(ConfigSection(section="reward", fields=MyKeys, validate=check))`` where
+    ``MyKeys`` is a dataclass whose fields are the keys, with types, defaults and help (the
+    comment above each field, or ``field(metadata={"help": ...})``). The keys load, merge
+    and override like the core's (``reward.tau=0.3``), ``kz config show`` prints them with
+    their help, and ``check(section)`` runs whenever a config loads, raising
+    :class:`kz_core.config.ConfigError` for a value out of range. A key that the core or
+    another plugin defines too is an error naming both.
+
+    :param register: callback taking one :class:`kz_core.config.ConfigSection`.
+    :returns: nothing; results are ignored.
+    """
+
+
+@hookspec
 def register_problem_sources(register: Callable[[ProblemSource], None]) -> None:
     """Register loaders for problem sets (directories, JSONL files, datasets, ...).
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 import types
 from pathlib import Path
 
@@ -86,13 +87,19 @@ def doc_example(hook: str) -> str:
 
 
 @pytest.fixture
-def example_plugin():
+def example_plugin(tmp_path, monkeypatch):
+    """Load a hook's documented example as a plugin module: written to a file and imported,
+    as a plugin's module is (so that dataclasses and inspect find its source)."""
+    import importlib
+
     pm = get_plugin_manager()
     registered = []
+    monkeypatch.syspath_prepend(str(tmp_path))
 
     def load(hook: str):
-        module = types.ModuleType(f"doc_example_{hook}")
-        exec(compile(doc_example(hook), f"docs/plugin_hooks.md:{hook}", "exec"), module.__dict__)
+        name = f"doc_example_{hook}"
+        (tmp_path / f"{name}.py").write_text(doc_example(hook))
+        module = importlib.import_module(name)
         pm.register(module, name=module.__name__)
         pm.check_pending()
         registered.append(module)
@@ -101,6 +108,7 @@ def example_plugin():
     yield load
     for module in registered:
         pm.unregister(module)
+        sys.modules.pop(module.__name__, None)
 
 
 def impls_of(hook, plugin):
@@ -141,6 +149,22 @@ def test_doc_register_commands(example_plugin):
     result = CliRunner().invoke(group, ["hello", "--name", "gemm", "run.seed=4"])
     assert result.exit_code == 0, result.output
     assert "hello gemm, seed 4" in result.output
+    from kz_core import train_group
+
+    try:
+        assert "distill" in train_group.commands  # added to the core's `kz train` group
+    finally:
+        train_group.commands.pop("distill", None)
+
+
+def test_doc_register_config(example_plugin):
+    from kz_core.config import ConfigError, config_help, load_config
+
+    example_plugin("register_config")
+    assert load_config(None, ["cutlass.tile=64"]).cutlass.tile == 64
+    with pytest.raises(ConfigError, match="power of two"):
+        load_config(None, ["cutlass.tile=96"])
+    assert config_help()["cutlass.tile"].startswith("Tile size of the GEMM templates")
 
 
 def test_doc_static_checks(example_plugin):

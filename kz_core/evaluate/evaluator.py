@@ -37,10 +37,9 @@ from typing import Any
 
 import attrs
 
-from kz_core.config import EvalConfig, to_container
+from kz_core.config import EvalConfig, check_section, to_container
 from kz_core.errors import KzError
 from kz_core.evaluate.calls import call_worker, problem_payload
-from kz_core.evaluate.correctness import TOLERANCE_TABLES
 from kz_core.evaluate.journal import Journal, result_key
 from kz_core.evaluate.plans import plan_compute_ops, plan_drift
 from kz_core.evaluate.replies import ReplyError, validate_execution, validate_load, validate_timed, validate_trials
@@ -109,14 +108,8 @@ class Evaluator:
         from kz_core.plugins import get_plugin_manager
 
         self.config = config if config is not None else EvalConfig()
-        if self.config.tolerance not in TOLERANCE_TABLES:
-            raise EvaluatorError(f"eval.tolerance={self.config.tolerance!r}: use one of {', '.join(TOLERANCE_TABLES)}")
-        if self.config.guards not in ("strict", "warn"):
-            raise EvaluatorError(f"eval.guards={self.config.guards!r}: use strict or warn")
-        if self.config.trials < 1:
-            raise EvaluatorError("eval.trials must be at least 1")
-        if self.config.timing_method not in ("graph", "events"):
-            raise EvaluatorError(f"eval.timing_method={self.config.timing_method!r}: use graph or events")
+        # The rules every config load applies (kz_core.config.RULES), for a section built by hand.
+        check_section("eval", self.config)
         self.problems = {p.name: p for p in problems}
         self.device = resolve_device(self.config.device)
         from kz_core.plugins import backends

@@ -122,7 +122,8 @@ class CoderReward:
             "step": getattr(state, "global_step", len(self.step_log)),
             "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
             "correct_rate": sum(r.correct for r in results) / len(results) if results else 0.0,
-            "gate_open_groups": sum(rate >= self.config.reward.tau for rate in rates),
+            # A gated reward (CA-GRPO's reward.tau): how many groups had speed switched on.
+            "gate_open_groups": sum(rate >= tau for rate in rates) if (tau := getattr(self.config.reward, "tau", None)) is not None else 0,
             "groups": len(rates),
             "verdicts": dict(Counter(r.verdict.value for r in results)),
             "reward_wait_s": waited,

@@ -80,6 +80,15 @@ def _log_decision(decision: GateDecision) -> None:
 
 
 @hookimpl
+def register_config(register):
+    from kz_core import ConfigSection
+
+    from kz_reward_cagrpo.settings import RewardKeys, check_reward_section
+
+    register(ConfigSection(section="reward", fields=RewardKeys, validate=check_reward_section))
+
+
+@hookimpl
 def shape_rewards(role: str, results: Sequence[EvalResult], config: RewardConfig) -> list[float] | None:
     """CA-GRPO rewards for a group of the Coder's results; None for other rewards and roles.
 

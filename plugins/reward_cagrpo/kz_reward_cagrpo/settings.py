@@ -1,7 +1,7 @@
 """The CA-GRPO reward's settings: read from the ``reward`` config section and validated.
 
 :func:`settings_from_config` turns a ``reward`` section (the omegaconf view that
-:func:`kz_core.config.load_config` returns, or a plain :class:`kz_core.config.RewardConfig`)
+:func:`kz_core.config.load_config` returns, with this plugin's :class:`RewardKeys` in it)
 into a frozen :class:`CagrpoSettings`, or raises :class:`RewardConfigError` naming the key to
 fix. The checks are the ones the reward's ranking contract rests on: with them in place a
 correct sample always outranks every failed one, and format errors and hacks earn the least.
@@ -12,6 +12,7 @@ no logging, no state.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Mapping
@@ -49,9 +50,40 @@ class Variant(str, enum.Enum):
     GLOBAL = "global"
 
 
+@dataclasses.dataclass
+class RewardKeys:
+    """The keys CA-GRPO adds to the ``reward`` config section (``register_config``): their
+    defaults live here and nowhere else."""
+
+    # CA-GRPO gate: speed counts once a group's correctness rate reaches tau (0..1].
+    tau: float = 0.5
+    # Weight of the speed term for correct samples; below 1, so that a correct sample
+    # always outranks an incorrect one.
+    speed_weight: float = 0.5
+    # The speed term is clip(log2(speedup), -speed_clip, speed_clip).
+    speed_clip: float = 1.0
+    # Reward of an incorrect sample (wrong outputs).
+    incorrect_reward: float = 0.0
+    # Reward of a sample that failed to compile.
+    compile_error_reward: float = -0.5
+    # Reward of a sample that raised, crashed or timed out.
+    runtime_error_reward: float = -0.5
+    # Reward of a format error or a hack caught by a guard: the lowest of all.
+    hack_reward: float = -1.0
+
+
+_DEFAULTS = RewardKeys()
+
+
+def check_reward_section(section: Any) -> None:
+    """``register_config``'s check: the ``reward`` section, when CA-GRPO is the reward."""
+    if getattr(section, "name", REWARD_NAME) == REWARD_NAME:
+        settings_from_config(section)
+
+
 @attrs.frozen
 class CagrpoSettings:
-    """Validated CA-GRPO parameters (see :class:`kz_core.config.RewardConfig` for meanings).
+    """Validated CA-GRPO parameters (see :class:`RewardKeys` for meanings; defaults from there).
 
     :ivar tau: gate threshold on the correctness rate, in (0, 1].
     :ivar speed_weight: lambda, weight of the speed term, in [0, 1).
@@ -66,14 +98,14 @@ class CagrpoSettings:
         ``global`` variant, in [0, 1); 0 makes it the group's own rate.
     """
 
-    tau: float = 0.5
-    speed_weight: float = 0.5
-    speed_clip: float = 1.0
+    tau: float = _DEFAULTS.tau
+    speed_weight: float = _DEFAULTS.speed_weight
+    speed_clip: float = _DEFAULTS.speed_clip
     speed_baseline: str = "eager"
-    incorrect_reward: float = 0.0
-    compile_error_reward: float = -0.5
-    runtime_error_reward: float = -0.5
-    hack_reward: float = -1.0
+    incorrect_reward: float = _DEFAULTS.incorrect_reward
+    compile_error_reward: float = _DEFAULTS.compile_error_reward
+    runtime_error_reward: float = _DEFAULTS.runtime_error_reward
+    hack_reward: float = _DEFAULTS.hack_reward
     variant: Variant = Variant.GROUP
     global_momentum: float = DEFAULT_GLOBAL_MOMENTUM
 

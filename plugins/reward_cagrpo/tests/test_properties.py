@@ -14,7 +14,7 @@ import hypothesis
 from hypothesis import assume, event, given, target
 from hypothesis import strategies as st
 
-from kz_core.config import RewardConfig
+from kz_core.config import section_type
 from kz_core.model import EvalResult, Verdict
 from kz_reward_cagrpo.settings import CagrpoSettings, RewardConfigError, Variant, settings_from_config
 from kz_reward_cagrpo.shaping import CorrectnessAverage, correct_rate, shape_group
@@ -29,6 +29,9 @@ speedup_values = st.one_of(
 #: Every verdict, with ``correct`` about half the time so that gates open often.
 verdicts = st.one_of(st.just(Verdict.CORRECT), st.sampled_from(Verdict))
 speedup_maps = st.dictionaries(st.sampled_from(["eager", "compile"]), speedup_values, max_size=2)
+
+#: The reward section as load_config builds it: the core's keys and this plugin's.
+RewardConfig = section_type("reward")
 
 
 @st.composite
