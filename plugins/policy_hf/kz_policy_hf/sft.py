@@ -22,7 +22,7 @@ from loguru import logger
 
 from kz_policy_hf.errors import PolicyError
 from kz_policy_hf.loading import resolve_device
-from kz_policy_hf.training import _load_for_training, drop_metrics_after, last_checkpoint
+from kz_policy_hf.training import _load_for_training, drop_metrics_after, last_checkpoint, quiet_trainer
 
 ROLES = ("coder", "proposer", "both")
 
@@ -150,6 +150,7 @@ def train_sft(config: Any, run_dir: Path, rows: Any = None, role: str = "") -> d
         peft_config=peft_config,
         callbacks=[_loss_callback(run_dir / "metrics.jsonl")],
     )
+    quiet_trainer(trainer)
     resume = last_checkpoint(output_dir)
     if resume:
         logger.info("resuming from {}", resume)

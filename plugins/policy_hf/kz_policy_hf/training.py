@@ -172,6 +172,16 @@ def _metrics_callback(reward: Any, path: Path, describe: Any = _coder_line) -> A
     return MetricsToJsonl()
 
 
+def quiet_trainer(trainer: Any) -> None:
+    """Without its progress bar (``disable_tqdm``), transformers' Trainer prints every log
+    record as a raw dict ({'loss': '0', 'grad_norm': '0', ...}); kz's own callback already
+    reports each step as one line, so that printer goes."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for callback in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(callback)
+
+
 def _load_for_training(config: Any, role: str) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -228,6 +238,7 @@ def _train(config: Any, run_dir: Path, role: str, reward: Any, dataset: Any, des
         peft_config=peft_config,
         callbacks=[_metrics_callback(reward, run_dir / "metrics.jsonl", describe)],
     )
+    quiet_trainer(trainer)
     resume = last_checkpoint(output_dir)
     if resume:
         logger.info("resuming from {}", resume)

@@ -69,6 +69,8 @@ def test_two_grpo_steps_of_the_smoke_preset_then_resume(tmp_path):
         assert m["reward"] is not None and m["correct_rate"] is not None and 0 <= m["reward_wait_share"] <= 1
         assert sum(m["verdicts"].values()) == 2  # num_generations completions judged per step
     assert (run_dir / "checkpoints" / "checkpoint-2").is_dir() and (run_dir / "final").is_dir()
+    # One line per step from kz, not transformers' raw log dicts ({'loss': ...}).
+    assert "{'loss'" not in completed.stdout + completed.stderr and "step 2 loss" in completed.stderr
     again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming from" in again.stderr and "checkpoint-2" in again.stderr
