@@ -134,6 +134,10 @@ def test_kz_fuzz_saves_the_failing_case_and_replays_it(tmp_path):
     good.write_text(json.dumps(rows[1]) + "\n")
     passing = kz("fuzz", "-c", str(good), "-n", "10", "--seed", "3", "--device", "cpu", f"run.root={tmp_path}", cwd=tmp_path)
     assert passing.returncode == 0, passing.stderr
+    # The same command again: both reports from the run's journal, the same outcome and status.
+    again = kz("fuzz", "-c", str(candidates), "-n", "60", "--seed", "3", "--device", "cpu", "--json", f"run.root={tmp_path}", cwd=tmp_path)
+    assert again.returncode == 1 and "2 of 2 reports came from the run's journal" in again.stderr
+    assert {r["sample_id"]: r["failure"] for r in map(json.loads, again.stdout.splitlines())} == {k: v["failure"] for k, v in reports.items()}
 
 
 def test_kz_eval_fuzz_makes_a_fuzz_failure_incorrect():

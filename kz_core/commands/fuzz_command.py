@@ -32,13 +32,15 @@ def _case_name(problem: str, sample_id: str) -> str:
 @click.option("--device", "-d", default=None, help="cpu, cuda or cuda:N (eval.device).")
 @click.option("--replay", type=click.Path(exists=True, dir_okay=False), default=None, help="Replay one saved failing case.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
+@click.option("--no-cache", is_flag=True, help="Fuzz again even where the run's journal has a report.")
 @config_options
-def fuzz_command(config, problems_source, candidates_path, max_examples, seed, dtypes, backend, device, replay, as_json) -> None:
+def fuzz_command(config, problems_source, candidates_path, max_examples, seed, dtypes, backend, device, replay, as_json, no_cache) -> None:
     """Fuzz candidates: other sizes, value distributions and layouts, shrunk failures."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from kz_core.cli import FAILED, KzUsageError, apply_options, read_candidates, stderr, stdout
     from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.journal import FuzzJournal, result_key
     from kz_core.fuzz import FuzzExample, FuzzFailure, FuzzSession
     from kz_core.problems import load_problems_from_config
     from kz_core.rundir import open_run_dir
@@ -83,11 +85,22 @@ def fuzz_command(config, problems_source, candidates_path, max_examples, seed, d
     run_dir = open_run_dir(config, command="kz fuzz")
     cases = run_dir / "cases"
     reports = []
-    with evaluator, Progress(TextColumn("[bold]fuzz[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=stderr) as progress:
+    reused = 0
+    with evaluator, FuzzJournal(run_dir / "journal.sqlite") as journal, Progress(
+        TextColumn("[bold]fuzz[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=stderr
+    ) as progress:
         task = progress.add_task("fuzz", total=len(pairs))
         for problem, candidate in pairs:
-            with FuzzSession(problem, candidate, evaluator=evaluator) as session:
-                report = session.run(max_examples, seed, dtypes)
+            # Same candidate, problem, evaluator settings, examples, seed and dtypes: the same report.
+            key = result_key(evaluator.journal_key(candidate), "fuzz", str(max_examples), str(seed), str(dtypes))
+            report = journal.get(key) if not no_cache else None
+            if report is not None:
+                reused += 1
+            else:
+                with FuzzSession(problem, candidate, evaluator=evaluator) as session:
+                    report = session.run(max_examples, seed, dtypes)
+                if not report.error:  # could not fuzz: try again next time
+                    journal.put(key, report)
             reports.append(report)
             if report.example is not None:
                 cases.mkdir(parents=True, exist_ok=True)
@@ -110,6 +123,8 @@ def fuzz_command(config, problems_source, candidates_path, max_examples, seed, d
             table.add_row(report.problem, report.sample_id, report.backend, str(report.examples), str(report.discarded), result)
         stdout.print(table)
     failed = sum(1 for r in reports if not r.passed)
+    if reused:
+        stderr.print(f"{reused} of {len(reports)} reports came from the run's journal (--no-cache fuzzes them again)", highlight=False)
     stderr.print(f"{len(reports) - failed} passed, {failed} failed; run directory: {run_dir}", highlight=False)
     if failed:
         sys.exit(FAILED)  # like pytest: a script or CI sees the failure

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from typing import Any
 
 from kz_core.model import EvalResult, RuntimeStats
 from kz_core.serialization import dumps, from_json_dict, loads, to_json_dict
@@ -104,4 +105,38 @@ class BaselineCache(SqliteStore):
             self._db.execute(
                 "INSERT OR REPLACE INTO baselines (key, stats, created, mac) VALUES (?, ?, ?, ?)",
                 (key, text, time.time(), row_mac(key, text)),
+            )
+
+
+class FuzzJournal(SqliteStore):
+    """Finished ``kz fuzz`` reports of one run (a table of its ``journal.sqlite``), keyed
+    like results: a re-run of the same command reuses them."""
+
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS fuzz_reports (
+        key TEXT PRIMARY KEY,
+        problem TEXT NOT NULL,
+        sample_id TEXT NOT NULL,
+        report TEXT NOT NULL,
+        created REAL NOT NULL,
+        mac TEXT
+    );
+    """
+
+    def get(self, key: str) -> Any:
+        """The :class:`kz_core.evaluate.fuzzing.FuzzReport` stored under ``key``, if signed."""
+        from kz_core.evaluate.fuzzing import FuzzReport
+
+        with self._lock:
+            row = self._db.execute("SELECT report, mac FROM fuzz_reports WHERE key = ?", (key,)).fetchone()
+        if row is None or not mac_matches(row[1], key, row[0]):
+            return None
+        return loads(FuzzReport, row[0])
+
+    def put(self, key: str, report: Any) -> None:
+        text = dumps(report)
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO fuzz_reports (key, problem, sample_id, report, created, mac) VALUES (?, ?, ?, ?, ?, ?)",
+                (key, report.problem, report.sample_id, text, time.time(), row_mac(key, text)),
             )
