@@ -164,3 +164,15 @@ def test_the_evaluator_and_the_fuzzer_do_not_import_each_other():
                 raise AssertionError(f"{path.name} imports kz_core.fuzz")
     engine = (package / "fuzzing.py").read_text()
     assert "import Evaluator" not in engine
+
+
+def test_shrinking_stops_after_its_budget_and_reports_the_smallest_so_far():
+    """A kernel whose failures cost a worker each would shrink for minutes: after the
+    budget, untried examples count as passing and the smallest failure found is reported."""
+    from kz_core.evaluate import Evaluator
+
+    problem = PROBLEMS["1_vector_add"]
+    with Evaluator([problem], cpu_config()) as evaluator, FuzzSession(problem, Candidate("1_vector_add", "triton", FIXED_GRID, "fixed"), evaluator=evaluator) as session:
+        report = session.run(60, seed=3, shrink_s=0.0)
+    assert report.failure and report.failure.endswith("(shrinking stopped after 0 s)")
+    assert report.examples < 60

@@ -28,6 +28,10 @@ from kz_core.model import Candidate, Finding, Problem, Severity
 #: CPU interpreter mishandles bfloat16, so on a CPU it is left out.
 DTYPES = (None, "float64", "float16", "bfloat16")
 CPU_DTYPES = (None, "float64", "float16")
+
+#: Seconds of shrinking after the first failure; then the smallest failing example so far
+#: is reported (each attempt on a crashing kernel costs a fresh worker).
+SHRINK_BUDGET_S = 60.0
 #: Largest allowed growth of the inputs' total size over the default sizes.
 MEMORY_FACTOR = 4.0
 
@@ -281,10 +285,17 @@ class FuzzSession:
         if any(f.severity is Severity.ERROR for f in findings):
             raise FuzzFailure(example, findings)
 
-    def run(self, max_examples: int = 100, seed: int | None = None, dtypes: bool = False) -> FuzzReport:
-        """Fuzz with up to ``max_examples`` examples; a failure is shrunk to the smallest."""
+    def run(self, max_examples: int = 100, seed: int | None = None, dtypes: bool = False, shrink_s: float = SHRINK_BUDGET_S) -> FuzzReport:
+        """Fuzz with up to ``max_examples`` examples; a failure is shrunk to the smallest
+        found within ``shrink_s`` seconds of the first failure (a crashing kernel costs a
+        worker per attempt: unbounded, shrinking took minutes)."""
+        import json
+
         started = time.perf_counter()
         failures: list[FuzzFailure] = []
+        seen_failing: dict[str, FuzzFailure] = {}
+        first_failure: list[float] = []
+        cut_short: list[bool] = []
 
         @settings(
             max_examples=max_examples,
@@ -296,9 +307,18 @@ class FuzzSession:
         )
         @hypothesis.given(examples(self.problem, dtypes=dtypes, device=self.evaluator.device))
         def property_holds(example: FuzzExample) -> None:
+            key = json.dumps(attrs.asdict(example), sort_keys=True, default=str)
+            if key in seen_failing:
+                failures.append(seen_failing[key])
+                raise seen_failing[key]
+            if first_failure and time.perf_counter() - first_failure[0] > shrink_s:
+                cut_short.append(True)
+                return  # shrinking is over: untried examples count as passing, known failures still fail
             try:
                 self.check(example)
             except FuzzFailure as failure:
+                seen_failing[key] = failure
+                first_failure[:] = first_failure or [time.perf_counter()]
                 failures.append(failure)
                 raise
 
@@ -309,7 +329,8 @@ class FuzzSession:
             property_holds()
         except FuzzFailure:
             smallest = failures[-1]  # hypothesis replays the shrunk example last
-            return FuzzReport(**report, examples=self.examples_run, discarded=self.discarded, failure=str(smallest), example=smallest.example, seconds=time.perf_counter() - started)
+            note = f" (shrinking stopped after {shrink_s:g} s)" if cut_short else ""
+            return FuzzReport(**report, examples=self.examples_run, discarded=self.discarded, failure=str(smallest) + note, example=smallest.example, seconds=time.perf_counter() - started)
         except hypothesis.errors.Unsatisfiable:
             return FuzzReport(**report, examples=self.examples_run, discarded=self.discarded, error="the reference accepted none of the drawn examples", seconds=time.perf_counter() - started)
         except RuntimeError as exc:
