@@ -8,10 +8,11 @@ holds parses. Anything else is a ``format_error`` with the reason. Nothing is ex
 
 from __future__ import annotations
 
-import ast
 import re
 
 import attrs
+
+from kz_core.source import parse_tree
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
 _OPEN_FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n", re.MULTILINE)
@@ -32,7 +33,7 @@ class ParsedReply:
 
 def _parses(code: str) -> str | None:
     try:
-        ast.parse(code)
+        parse_tree(code)
     except SyntaxError as exc:
         return f"line {exc.lineno}: {exc.msg}"
     except ValueError as exc:

@@ -8,13 +8,25 @@ here imports or executes the source it reads.
 from __future__ import annotations
 
 import ast
+import threading
 from collections.abc import Iterator
+
+#: CPython 3.11's ``ast.parse`` is not safe in threads: two at once can raise
+#: ``SystemError: AST constructor recursion depth mismatch``, and the evaluator runs static
+#: checks on several candidates in threads. Every parse in the trusted process takes it.
+AST_LOCK = threading.Lock()
+
+
+def parse_tree(code: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse`` under :data:`AST_LOCK`; raises ``SyntaxError``/``ValueError`` as it does."""
+    with AST_LOCK:
+        return ast.parse(code, filename)
 
 
 def parse(code: str) -> ast.Module | None:
     """The module's syntax tree, or None when it does not parse."""
     try:
-        return ast.parse(code)
+        return parse_tree(code)
     except (SyntaxError, ValueError):
         return None
 

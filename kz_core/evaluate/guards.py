@@ -30,7 +30,7 @@ import ast
 
 from kz_core.hookspecs import hookimpl
 from kz_core.model import Finding
-from kz_core.source import dotted_name, string_constants
+from kz_core.source import dotted_name, parse_tree, string_constants
 
 #: Checks whose error means the reply held no usable candidate (verdict ``format_error``).
 FORMAT_CHECKS = frozenset({"syntax_error", "no_model_new"})
@@ -243,7 +243,7 @@ def _check_calls(tree: ast.Module) -> list[Finding]:
 def check_source(code: str, problem_name: str = "") -> list[Finding]:
     """Every core static finding for one candidate's source."""
     try:
-        tree = ast.parse(code)
+        tree = parse_tree(code)
     except SyntaxError as exc:
         return [Finding("syntax_error", f"the source does not parse: {exc.msg} (line {exc.lineno})", line=exc.lineno)]
     except ValueError as exc:

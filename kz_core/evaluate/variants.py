@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import operator
 
+from kz_core.source import parse_tree
+
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
 
 
@@ -36,7 +38,7 @@ def _integer_value(node: ast.AST) -> int | None:
 def size_constants(code: str) -> dict[str, int]:
     """Module-level names bound once to an integer of at least 2 (sizes, not flags)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_tree(code)
     except SyntaxError:
         return {}
     bound: dict[str, list[int | None]] = {}

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from kz_core.errors import KzError
 from kz_core.model import Problem, ProblemError
+from kz_core.source import parse_tree
 
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
 
@@ -53,7 +54,7 @@ def validate_problem_code(code: str) -> str | None:
     functions ``get_inputs`` and ``get_init_inputs`` at module level.
     """
     try:
-        tree = ast.parse(code)
+        tree = parse_tree(code)
     except SyntaxError as exc:
         return f"syntax error at line {exc.lineno}: {exc.msg}"
     except ValueError as exc:  # e.g. source with NUL bytes

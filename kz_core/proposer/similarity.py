@@ -22,6 +22,8 @@ from collections.abc import Iterable
 
 import attrs
 
+from kz_core.source import parse_tree
+
 #: Length of the token n-grams compared.
 NGRAM = 4
 #: Names that keep their spelling: modules and builtins a module refers to, not its own.
@@ -118,7 +120,7 @@ def _preorder(node: ast.AST) -> Iterable[ast.AST]:
 def fingerprint(code: str) -> Fingerprint | None:
     """The normalised fingerprint of a source, or None when it does not parse."""
     try:
-        tree = ast.parse(code)
+        tree = parse_tree(code)
     except (SyntaxError, ValueError):
         return None
     tree = _Normaliser().visit(tree)

@@ -18,7 +18,7 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
 @pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed here")
 def test_sample_completions_hook_with_vllm_missing_says_how_to_install_it():
-    config = load_config(None, ["policy.sampler=vllm", "policy.model=/nonexistent"]).policy
+    config = load_config(None, ["policy.sampler=vllm", "policy.model=org/not-downloaded"]).policy
     with pytest.raises(PolicyError, match=r"pip install 'kz-policy-hf\[vllm\]'"):
         get_plugin_manager().hook.sample_completions(prompts=[PROMPT], n=1, role="coder", config=config)
 
