@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from loguru import logger
 
 from kz_core.config import EvalConfig, check_section, to_container
 from kz_core.errors import KzError
@@ -346,7 +347,12 @@ class Evaluator:
             finding = Finding("unknown_backend", f"no installed plugin provides backend {candidate.backend!r} (installed: {installed})")
             return self._finish(candidate, problem, [finding], started)
         static_started = time.perf_counter()
-        findings = [f for group in self.pm.hook.static_checks(candidate=candidate, problem=problem) for f in group]
+        try:
+            findings = [f for group in self.pm.hook.static_checks(candidate=candidate, problem=problem) for f in group]
+        except Exception as exc:  # noqa: BLE001 - a check's own bug fails this candidate, not the batch
+            logger.exception("a static check failed on {}/{}", candidate.problem, candidate.sample_id)
+            finding = Finding("not_run", f"a static check failed ({type(exc).__name__}: {exc}); not the candidate's fault, so not journaled")
+            return self._finish(candidate, problem, [finding], started)
         timings = StageTimings(static_s=time.perf_counter() - static_started)
         if any(f.severity is Severity.ERROR for f in findings):
             return self._finish(candidate, problem, findings, started, timings=timings)

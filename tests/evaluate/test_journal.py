@@ -80,3 +80,27 @@ def test_the_verdict_is_not_repeated_in_the_message():
 
     assert summary_message(Verdict.COMPILE_ERROR, [Finding("compile_error", "line 3: bad")]) == "compile_error: line 3: bad"
     assert summary_message(Verdict.REJECTED, [Finding("no_kernel_launch", "no kernel ran")]) == "rejected: no_kernel_launch: no kernel ran"
+
+
+def test_a_static_check_that_crashes_fails_its_candidate_not_the_batch(register_plugin, tmp_path):
+    from kz_core import hookimpl
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate
+    from kz_core.problems import load_problems
+
+    from .conftest import EXAMPLE_CANDIDATES, eval_config
+
+    class Fragile:
+        @hookimpl
+        def static_checks(self, candidate, problem):
+            if candidate.sample_id == "unlucky":
+                raise SystemError("AST constructor recursion depth mismatch")
+            return []
+
+    register_plugin(Fragile(), "fragile")
+    code = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
+    with Journal(tmp_path / "journal.sqlite") as journal:
+        with Evaluator(load_problems("examples").problems, eval_config("eval.cache=true"), journal=journal) as evaluator:
+            unlucky, fine = evaluator.evaluate([Candidate("1_vector_add", "triton", code, "unlucky"), Candidate("1_vector_add", "triton", code, "fine")])
+            assert fine.verdict is Verdict.CORRECT, fine.message
+            assert unlucky.verdict is Verdict.RUNTIME_ERROR and "a static check failed (SystemError" in unlucky.message
