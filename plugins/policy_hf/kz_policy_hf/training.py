@@ -24,6 +24,7 @@ by reason, the Coder's correctness on valid modules and the waiting share.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -89,9 +90,12 @@ def grpo_config(config: Any, output_dir: Path, on_gpu: bool) -> Any:
         seed=config.run.seed,
         use_cpu=not on_gpu,
         bf16=on_gpu,
-        gradient_checkpointing=False,
         disable_tqdm=True,
     )
+    # Off: a 135M model does not need it. transformers 5.2x renamed the argument and warns
+    # about the old name; older versions know only the old one.
+    names = {f.name for f in dataclasses.fields(GRPOConfig)}
+    options["activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"] = False
     options.update(dict(train.extra))
     try:
         return GRPOConfig(**options)
@@ -175,11 +179,15 @@ def _metrics_callback(reward: Any, path: Path, describe: Any = _coder_line) -> A
 def quiet_trainer(trainer: Any) -> None:
     """Without its progress bar (``disable_tqdm``), transformers' Trainer prints every log
     record as a raw dict ({'loss': '0', 'grad_norm': '0', ...}); kz's own callback already
-    reports each step as one line, so that printer goes."""
+    reports each step as one line, so that printer goes, and so do the libraries' notices of
+    their own renamed internals (FutureWarning from inside transformers and TRL)."""
+    import warnings
+
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     for callback in (PrinterCallback, ProgressCallback):
         trainer.remove_callback(callback)
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl)(\.|$)")
 
 
 def _load_for_training(config: Any, role: str) -> tuple[Any, Any]:
