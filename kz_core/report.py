@@ -146,7 +146,9 @@ _STYLES = (
 
 def _plot(axes: Any, xs: list[Any], ys: list[Any], label: str) -> None:
     """One series, styled by how many the axes already hold (see :data:`_STYLES`)."""
-    style = _STYLES[len(axes.get_lines()) % len(_STYLES)]
+    style = dict(_STYLES[len(axes.get_lines()) % len(_STYLES)])
+    if len(xs) > 20:  # many steps: smaller markers, the line carries the shape
+        style["markersize"] = max(3, style["markersize"] // 2)
     axes.plot(xs, ys, label=label, **style)
 
 
@@ -267,7 +269,6 @@ _MEANING = {
     "timeout": "the kernel ran out of time",
     "incorrect": "the kernel ran but its outputs were wrong",
     "rejected": "a guard caught a shortcut, such as torch doing the work or a kernel never launched",
-    "correct": "correct",
     "format": "no usable module in the reply",
     "does_not_run": "the module did not run",
 }
@@ -275,7 +276,7 @@ _MEANING = {
 
 def _counted(counts: dict[str, int]) -> str:
     total = sum(counts.values())
-    parts = [f"{n} of {total} {key}, {_MEANING.get(key, key)}" for key, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    parts = [f"{n} of {total} {key}" + ("" if key == "correct" else f", {_MEANING.get(key, key)}") for key, n in sorted(counts.items(), key=lambda kv: -kv[1])]
     return "; ".join(parts)
 
 
