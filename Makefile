@@ -38,6 +38,7 @@ test: $(STAMP)
 # The five wheels (kz-core and the four plugins) into dist/: `pip install dist/*.whl`
 # installs kz without the clone (the packages are not on PyPI).
 dist: $(STAMP)
+	rm -rf build $(addsuffix /build,$(PLUGINS))  # setuptools never deletes stale modules there
 	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist . $(PLUGINS)
 
 clean:
