@@ -82,7 +82,7 @@ def test_config_show_with_preset_and_overrides():
         (("problems", "list", "--source", "/nonexistent/problems.jsonl"), "does not exist"),
         (("problems", "list", "--ids", "x"), "bad problem id list"),
         (("eval", "-c", "/nonexistent/candidates.jsonl"), "do not exist"),
-        (("eval", "-c", EXAMPLE_CANDIDATES, "problems.ids=x"), "bad problem id list"),
+        pytest.param(("eval", "-c", EXAMPLE_CANDIDATES, "problems.ids=x"), "bad problem id list", marks=pytest.mark.triton),
         (("eval", "-c", EXAMPLE_CANDIDATES, "eval.tolerance=loose"), "eval.tolerance='loose'"),
         (("propose", "--n", "1", "proposer.min_apis=3", "proposer.max_apis=2", "policy.model=embedded:tiny"), "min_apis"),
     ],

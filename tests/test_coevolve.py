@@ -85,6 +85,7 @@ def small_catalog(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.triton
 def test_rounds_with_scripted_policies_fill_the_pool_train_and_evaluate(register_plugin, small_catalog, tmp_path):
     policies = register_plugin(ScriptedPolicies(), "scripted-policies")
     config = scripted_config(tmp_path)
@@ -124,6 +125,7 @@ def test_rounds_with_scripted_policies_fill_the_pool_train_and_evaluate(register
 
 
 @pytest.mark.slow
+@pytest.mark.triton
 def test_expert_iteration_fine_tunes_the_coder_on_its_correct_samples(register_plugin, small_catalog, tmp_path):
     policies = register_plugin(ScriptedPolicies(), "scripted-policies")
     config = scripted_config(tmp_path, "coevolve.rounds=1", "coevolve.expert_samples=2")

@@ -18,6 +18,9 @@ from kz_core.fuzz import FuzzExample, FuzzFailure, FuzzSession, _special_sizes, 
 from kz_core.model import Candidate
 from kz_core.problems import load_problems
 
+#: These tests evaluate Triton kernels: without kz-backend-triton they skip (tests/conftest.py).
+pytestmark = pytest.mark.triton
+
 REPO = Path(__file__).resolve().parents[1]
 PROBLEMS = {p.name: p for p in load_problems("examples").problems}
 GOOD_ADD = (REPO / "examples" / "candidates" / "triton" / "1_vector_add.py").read_text()

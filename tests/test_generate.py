@@ -56,6 +56,7 @@ class ScriptedPolicy:
         return [[Completion(p.prompt_id, role, replies[i % 2], i, 10) for i in range(n)] for p in prompts]
 
 
+@pytest.mark.triton
 def test_samples_are_parsed_evaluated_and_journaled(register_plugin, tmp_path):
     register_plugin(ScriptedPolicy(), "scripted-policy")
     config = load_config(None, ["policy.sampler=scripted", "eval.device=cpu", "eval.workers=1", "eval.timing=false"])

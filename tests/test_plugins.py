@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pluggy
 import pytest
@@ -33,6 +34,7 @@ def kz_json(*args: str, env: dict | None = None) -> list[dict]:
     return json.loads(completed.stdout)
 
 
+@pytest.mark.triton
 def test_defaults_and_installed_plugins_are_registered():
     names = {p.name for p in get_plugins()}
     assert set(DEFAULT_PLUGINS) <= names
@@ -50,6 +52,7 @@ def test_loading_is_idempotent():
     assert len(get_plugin_manager().list_name_plugin()) == before
 
 
+@pytest.mark.triton
 def test_kz_plugins_lists_the_four_plugins_with_versions_and_hooks():
     rows = {row["name"]: row for row in kz_json("plugins")}
     assert EXPECTED_PLUGINS <= set(rows)
@@ -68,6 +71,7 @@ def test_kz_load_plugins_restricts_installed_plugins():
     assert rows == set()
 
 
+@pytest.mark.triton
 def test_duplicate_backend_names_are_rejected_naming_both_plugins(register_plugin):
     class Impostor:
         @hookimpl
@@ -102,6 +106,7 @@ def test_hookimpl_with_unknown_argument_is_refused():
         pm.register(WrongArgs(), name="wrong-args")
 
 
+@pytest.mark.triton
 def test_a_broken_entry_point_is_skipped_with_a_message(tmp_path):
     site = tmp_path / "site"
     dist = site / "kz_broken-0.1.dist-info"
@@ -144,6 +149,7 @@ def test_backend_hooks_are_called_on_the_plugin_that_registered_the_backend(regi
     assert backend_hook("backend_compile", "nobody")(candidate=Candidate("p", "nobody", code), device="cpu", workdir=tmp_path) is None
 
 
+@pytest.mark.triton
 def test_a_backends_registration_carries_its_prompt_guide_environment_versions_and_preload(register_plugin):
     """What the core used to hard-code by backend name comes from the registration: the
     core names no backend."""
@@ -179,3 +185,15 @@ def test_a_backends_registration_carries_its_prompt_guide_environment_versions_a
     environment = device_environment("cpu")
     assert environment["CUTLASS_ON_CPU"] == "1" and environment["TRITON_INTERPRET"] == "1" and environment["CUDA_VISIBLE_DEVICES"] == ""
     assert device_environment("cuda:0") == {}
+
+
+def test_the_cores_tests_run_without_the_triton_backend(tmp_path):
+    """Tests that evaluate Triton kernels carry the `triton` marker and skip when
+    kz-backend-triton is not loaded; the rest of the core's tests pass without it."""
+    tests = [str(Path(__file__).parent / "test_rundir.py"), str(Path(__file__).parent / "test_config.py")]
+    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_cuda,policy_hf,reward_cagrpo"}
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *tests], capture_output=True, text=True, env=env, cwd=tmp_path,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    assert "1 skipped" in completed.stdout and "needs kz-backend-triton" in completed.stdout

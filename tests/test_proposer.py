@@ -392,6 +392,7 @@ class ScriptedCoder:
         return [[Completion(p.prompt_id, role, replies[i % 2], i) for i in range(n)] for p in prompts]
 
 
+@pytest.mark.triton
 def test_proposer_reward_validates_samples_the_coder_and_shapes_learnability(register_plugin, tmp_path):
     from kz_core.rewards import ProposerReward
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from loguru import logger
 
 from kz_core.config import load_config
@@ -39,6 +41,7 @@ def test_console_levels():
     assert console_level(0, 0, default="info") == "INFO"
 
 
+@pytest.mark.triton
 def test_a_failed_command_leaves_no_empty_run_and_logs_why_in_a_kept_one(tmp_path):
     import os
     import subprocess

@@ -58,6 +58,7 @@ def synthesized(tmp_path_factory):
     return config, report, [json.loads(line) for line in out.read_text().splitlines()], out
 
 
+@pytest.mark.triton
 def test_kept_pairs_are_verified_with_provenance_and_the_grpo_prompts(synthesized):
     config, report, rows, _ = synthesized
     assert report.problems == 10 and report.rows == len(rows) > 0
@@ -103,6 +104,7 @@ def test_each_split_has_a_problem_file_that_problem_sources_read(synthesized):
         assert len(load_problems(path, ids="1-2").problems) == min(2, len(loaded.problems))
 
 
+@pytest.mark.triton
 def test_kz_data_synth_command(tmp_path):
     env = {**os.environ, "COLUMNS": "200"}
     ok = subprocess.run([sys.executable, "-m", "kz_core.cli", "data", "synth", "--n", "3", "--backends", "triton", "--no-proposer", "--json", f"run.root={tmp_path}", "eval.workers=1", "eval.device=cpu"], capture_output=True, text=True, cwd=tmp_path, env=env)

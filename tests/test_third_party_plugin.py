@@ -66,6 +66,7 @@ def run_with(site, *args):
     return subprocess.run([sys.executable, "-m", "kz_core.cli", *args], capture_output=True, text=True, env=env, check=True)
 
 
+@pytest.mark.triton
 def test_kz_plugins_shows_the_third_party_plugin_and_its_hooks(installed_demo):
     rows = {row["name"]: row for row in json.loads(run_with(installed_demo, "plugins", "--json").stdout)}
     demo = rows["backend_demo"]
@@ -77,10 +78,12 @@ def test_kz_plugins_shows_the_third_party_plugin_and_its_hooks(installed_demo):
     assert {"backend_triton", "backend_cuda", "policy_hf", "reward_cagrpo"} <= set(rows)
 
 
+@pytest.mark.triton
 def test_the_table_shows_it_too(installed_demo):
     assert "backend_demo" in run_with(installed_demo, "plugins").stdout
 
 
+@pytest.mark.triton
 def test_its_hooks_are_called(installed_demo):
     script = (
         "from kz_core import Candidate, get_plugin_manager\n"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 
 from kz_core.evaluate import Evaluator
@@ -11,6 +13,7 @@ from kz_core.model import Candidate, Verdict
 from .conftest import eval_config, example_candidates
 
 
+@pytest.mark.triton
 def test_evaluate_async_runs_batches_concurrently(cpu_evaluator):
     good = example_candidates()[:2]
     broken = [Candidate("1_vector_add", "triton", "def broken(:", "syntax"), Candidate("nope", "triton", "x = 1", "unknown")]
@@ -31,6 +34,7 @@ def test_evaluate_async_runs_batches_concurrently(cpu_evaluator):
     assert [f.check for f in second[1].findings] == ["unknown_problem"]
 
 
+@pytest.mark.triton
 def test_the_journal_resumes_without_starting_workers(example_problems, tmp_path):
     candidates = example_candidates()[:2]
     with Journal(tmp_path / "journal.sqlite") as journal:

@@ -13,6 +13,9 @@ from kz_core.model import Severity, Verdict
 
 from .conftest import cheat_candidate, cheat_header, cheat_id, cheat_paths, example_candidates, gpu_cheat_params, wrong_output_family
 
+#: These tests evaluate Triton kernels: without kz-backend-triton they skip (tests/conftest.py).
+pytestmark = pytest.mark.triton
+
 def _isolated() -> bool:
     from kz_core.evaluate.isolation import support
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -15,6 +17,7 @@ def kz(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kz_core.cli", *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
 
 
+@pytest.mark.triton
 def test_eval_writes_results_and_a_summary_then_reuses_the_journal(tmp_path):
     lines = [json.dumps({"problem": p.stem, "code": p.read_text()}) for p in sorted((EXAMPLE_CANDIDATES / "triton").glob("*.py"))[:3]]
     cheat = CHEATS / "triton" / "dead_kernel.py"
@@ -49,6 +52,7 @@ def test_eval_writes_results_and_a_summary_then_reuses_the_journal(tmp_path):
     assert "started candidate worker" in third.stderr
 
 
+@pytest.mark.triton
 def test_eval_table_and_a_folder_of_candidates(tmp_path):
     completed = kz("eval", "--candidates", str(EXAMPLE_CANDIDATES / "triton"), "--device", "cpu", f"run.root={tmp_path}", "eval.workers=2", cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr
@@ -70,6 +74,7 @@ def test_an_unknown_backend_is_a_usage_error_before_anything_runs(tmp_path):
     assert not (tmp_path / "runs").exists()  # no run folder, no results overwritten
 
 
+@pytest.mark.triton
 def test_one_py_file_is_one_candidate_and_an_empty_file_is_a_usage_error(tmp_path):
     single = tmp_path / "2_scaled_relu.py"
     single.write_text((EXAMPLE_CANDIDATES / "triton" / "2_scaled_relu.py").read_text())
@@ -83,6 +88,7 @@ def test_one_py_file_is_one_candidate_and_an_empty_file_is_a_usage_error(tmp_pat
         assert failed.returncode == 2 and "no candidates in" in failed.stderr and why in failed.stderr, failed.stderr
 
 
+@pytest.mark.triton
 def test_each_verdict_on_the_console_fail_under_and_reuse(tmp_path):
     lines = [
         json.dumps({"problem": "1_vector_add", "code": (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text(), "sample_id": "good"}),

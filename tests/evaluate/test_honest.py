@@ -18,6 +18,9 @@ from kz_core.model import Candidate, Severity, Verdict
 
 from .conftest import REPO, cheat_header
 
+#: These tests evaluate Triton kernels: without kz-backend-triton they skip (tests/conftest.py).
+pytestmark = pytest.mark.triton
+
 HONEST = REPO / "tests" / "honest"
 
 

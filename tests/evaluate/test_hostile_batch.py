@@ -26,6 +26,9 @@ from kz_core.model import Candidate, Verdict
 from .conftest import EXAMPLE_CANDIDATES, cheat_candidate, cheat_header, cheat_paths, eval_config
 from .test_sandbox import RUN_DIGITS, in_forward, live_marked_processes, processes_running
 
+#: These tests evaluate Triton kernels: without kz-backend-triton they skip (tests/conftest.py).
+pytestmark = pytest.mark.triton
+
 GOOD = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
 #: Right only where the parent's token cannot be read: from the environment, or from the
 #: environment of any other process (the parent's through /proc/<ppid>/environ).

@@ -15,6 +15,9 @@ from kz_core.model import Candidate, Problem, Verdict
 
 from .conftest import EXAMPLE_CANDIDATES, REPO, eval_config
 
+#: These tests evaluate Triton kernels: without kz-backend-triton they skip (tests/conftest.py).
+pytestmark = pytest.mark.triton
+
 VECTOR_ADD = (REPO / "examples" / "problems" / "1_vector_add.py").read_text()
 SCALED_RELU = (REPO / "examples" / "problems" / "2_scaled_relu.py").read_text()
 HONEST_RELU = (EXAMPLE_CANDIDATES / "triton" / "2_scaled_relu.py").read_text()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kz_core.evaluate.journal import BaselineCache, Journal, result_key
 from kz_core.model import EvalResult, RuntimeStats, Verdict
 
@@ -54,6 +56,7 @@ def test_processes_that_create_the_row_key_together_agree_on_it(tmp_path):
     assert [p.name for p in (tmp_path / "cache").iterdir() if "rows.key" in p.name] == ["rows.key"]
 
 
+@pytest.mark.triton
 def test_a_failure_that_is_not_the_candidates_is_not_journaled(tmp_path):
     """A missing backend plugin (or toolchain, or a reference that failed) says nothing
     about the candidate: a re-run after fixing it must evaluate again, not read 0/N back."""
@@ -82,6 +85,7 @@ def test_the_verdict_is_not_repeated_in_the_message():
     assert summary_message(Verdict.REJECTED, [Finding("no_kernel_launch", "no kernel ran")]) == "rejected: no_kernel_launch: no kernel ran"
 
 
+@pytest.mark.triton
 def test_a_static_check_that_crashes_fails_its_candidate_not_the_batch(register_plugin, tmp_path):
     from kz_core import hookimpl
     from kz_core.evaluate import Evaluator

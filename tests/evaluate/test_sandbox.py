@@ -4,6 +4,8 @@ and no process outlives the evaluator."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 from pathlib import Path
 
@@ -13,6 +15,9 @@ from kz_core.evaluate.sandbox import MARKER_VARIABLE, SESSION_MARKER, scrubbed_e
 from kz_core.model import Candidate, Verdict
 
 from .conftest import EXAMPLE_CANDIDATES, eval_config
+
+#: These tests evaluate Triton kernels: without kz-backend-triton they skip (tests/conftest.py).
+pytestmark = pytest.mark.triton
 
 GOOD = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
 FORWARD = "    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n"
