@@ -167,7 +167,7 @@ def read_candidates(path: str, backend: str) -> list[Any]:
     if len(bad_lines) > shown:
         stderr.print(f"[yellow]skipped[/yellow] {len(bad_lines) - shown} more malformed lines", highlight=False)
     installed = backends()
-    unknown = sorted({backend, *(c.backend for c in candidates)} - set(installed))
+    unknown = sorted({c.backend for c in candidates} - set(installed))  # the default counts where used
     if unknown:
         raise KzUsageError(
             f"unknown backend {', '.join(map(repr, unknown))}: installed backends are {', '.join(sorted(installed)) or 'none'} "

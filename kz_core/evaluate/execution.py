@@ -351,6 +351,7 @@ def restore_flags(flags: dict[str, Any]) -> None:
 
 #: aten ops that move, view or allocate memory without computing: a candidate's forward may
 #: call these through torch. Every other aten op in its forward is compute done by torch.
+#: (resolve_conj and resolve_neg return a real tensor itself: `.numpy()` calls them.)
 NON_COMPUTE_OPS = frozenset(
     f"aten::{name}"
     for name in (
@@ -360,7 +361,7 @@ NON_COMPUTE_OPS = frozenset(
         "lift_fresh detach detach_ alias t transpose permute expand expand_as select slice unsqueeze "
         "squeeze flatten unflatten unbind split split_with_sizes chunk narrow movedim size stride "
         "numel set_ resize_ _local_scalar_dense item is_nonzero result_type _has_compatible_shallow_copy_type "
-        "record_stream"
+        "record_stream resolve_conj resolve_neg"
     ).split()
 )
 

@@ -1,0 +1,162 @@
+"""The core's evaluator without kz-backend-triton: a small fake backend, installed as its
+own distribution and loaded through its entry point (workers included), with Triton's
+plugin left out. Its "kernels" are Python functions over NumPy views of the tensors, launched as
+``kernel[grid](...)``; the plugin counts the launches, as a real backend's launcher does.
+
+It implements no ``backend_kernels``, so candidates run in their own sandboxed process and
+results say ``unverified_execution``: what this shows is the core's pipeline (sandbox,
+verdicts, guards, journal, exit statuses), not a trust boundary for a new backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+PYPROJECT = """
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "kz-backend-pyloop"
+version = "0.1.0"
+dependencies = []
+
+[project.entry-points.kz]
+backend_pyloop = "kz_backend_pyloop"
+"""
+
+MODULE = '''
+"""pyloop: kernels are Python functions, one call per program, launched as kernel[grid](...)."""
+import types
+
+from kz_core import BackendInfo, CompileFailure, CompiledCandidate, RunOutput, Verdict, hookimpl
+
+LAUNCHES = {"count": 0}
+
+
+class kernel:
+    """``@kernel def body(pid, *args)``; ``body[grid](*args)`` runs it for pid in range(grid).
+    Tensors reach the body as NumPy views of their memory (a CPU tensor's "device pointer"),
+    so its work is the kernel's, not torch's."""
+
+    def __init__(self, body):
+        self.body = body
+
+    def __getitem__(self, grid):
+        def launch(*args):
+            import torch
+
+            LAUNCHES["count"] += 1
+            views = [x.detach().numpy() if isinstance(x, torch.Tensor) else x for x in args]
+            for pid in range(grid[0] if isinstance(grid, tuple) else grid):
+                self.body(pid, *views)
+        return launch
+
+
+@hookimpl
+def register_backends(register):
+    register(BackendInfo(name="pyloop", language="python", description="Python functions as kernels (the core's tests)", runs_on_cpu=True))
+
+
+@hookimpl
+def backend_compile(candidate, workdir):
+    module = types.ModuleType("candidate")
+    module.__file__ = str(workdir / "candidate.py")
+    try:
+        exec(compile(candidate.code, module.__file__, "exec"), module.__dict__)
+    except SyntaxError as exc:
+        return CompileFailure(message=f"syntax error: {exc.msg}", line=exc.lineno, verdict=Verdict.FORMAT_ERROR)
+    if not isinstance(getattr(module, "ModelNew", None), type):
+        return CompileFailure(message="no class ModelNew", verdict=Verdict.FORMAT_ERROR)
+    return CompiledCandidate(backend="pyloop", model_class=module.ModelNew, namespace=module.__dict__)
+
+
+@hookimpl
+def backend_run(compiled, model, inputs):
+    before = LAUNCHES["count"]
+    outputs = model(*inputs)
+    return RunOutput(outputs=outputs, launches=LAUNCHES["count"] - before)
+'''
+
+ADD = '''
+import torch
+import torch.nn as nn
+from kz_backend_pyloop import kernel
+
+BLOCK = 4096
+
+
+@kernel
+def add(pid, a, b, out, n):
+    start = pid * BLOCK
+    stop = min(start + BLOCK, n)
+    out[start:stop] = a[start:stop] {op} b[start:stop]
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        a, b = a.contiguous().view(-1), b.contiguous().view(-1)
+        out = torch.empty_like(a)
+        n = a.numel()
+        add[((n + BLOCK - 1) // BLOCK,)](a, b, out, n)
+        return out
+'''
+
+NO_KERNEL = '''
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return a + b
+'''
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    project = tmp_path_factory.mktemp("pyloop")
+    (project / "pyproject.toml").write_text(PYPROJECT)
+    (project / "kz_backend_pyloop.py").write_text(textwrap.dedent(MODULE))
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(project)],
+        check=True, capture_output=True, text=True,
+    )
+    return target
+
+
+def test_the_evaluator_judges_a_fake_backends_candidates_without_triton(site, tmp_path):
+    rows = [
+        {"problem": "1_vector_add", "backend": "pyloop", "sample_id": "good", "code": ADD.replace("{op}", "+")},
+        {"problem": "1_vector_add", "backend": "pyloop", "sample_id": "wrong", "code": ADD.replace("{op}", "-")},
+        {"problem": "1_vector_add", "backend": "pyloop", "sample_id": "torch", "code": NO_KERNEL},
+        {"problem": "1_vector_add", "backend": "pyloop", "sample_id": "broken", "code": "def ("},
+    ]
+    candidates = tmp_path / "pyloop.jsonl"
+    candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # Triton's plugin left out: only the fake backend and the core.
+    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_pyloop", "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200"}
+    command = [sys.executable, "-m", "kz_core.cli", "eval", "-c", str(candidates), "-d", "cpu", "-w", "2", "--json", f"run.root={tmp_path}"]
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    results = {r["sample_id"]: r for r in map(json.loads, (tmp_path / "eval-pyloop" / "results.jsonl").read_text().splitlines())}
+    assert results["good"]["verdict"] == "correct", results["good"]
+    assert "unverified_execution" in [f["check"] for f in results["good"]["findings"]]
+    assert results["wrong"]["verdict"] == "incorrect"
+    assert results["torch"]["verdict"] == "rejected"
+    assert results["broken"]["verdict"] == "format_error"
+    # Triton is not there, so a Triton candidate is a usage error before anything runs.
+    triton = tmp_path / "triton.jsonl"
+    triton.write_text(json.dumps({"problem": "1_vector_add", "backend": "triton", "code": "x"}) + "\n")
+    refused = subprocess.run([*command[:5], str(triton), *command[6:]], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "unknown backend 'triton'" in refused.stderr and "pyloop" in refused.stderr
