@@ -283,19 +283,21 @@ def _counted(counts: dict[str, int]) -> str:
 def explain(run: RunData) -> list[str]:
     """What happened in a run and why, in sentences: the verdicts behind the numbers (all
     zeros from a small model are format errors, and say so), with what to do about it."""
+    def summed(steps: list[dict[str, Any]], field: str) -> dict[str, int]:
+        """The steps' counts under ``field`` (``{"format_error": 2}`` each), added up."""
+        total: dict[str, int] = {}
+        for step in steps:
+            for key, n in (step.get(field) or {}).items():
+                total[key] = total.get(key, 0) + int(n)
+        return total
+
     lines: list[str] = []
     coder = [s for s in run.steps if s["phase"] == "coder"]
-    verdicts: dict[str, int] = {}
-    for step in coder:
-        for key, n in (step.get("verdicts") or {}).items():
-            verdicts[key] = verdicts.get(key, 0) + int(n)
+    verdicts = summed(coder, "verdicts")
     if verdicts:
         lines.append(f"Coder training, {len(coder)} step{'s' if len(coder) != 1 else ''}: {_counted(verdicts)}.")
     proposer = [s for s in run.steps if s["phase"] == "proposer"]
-    invalid: dict[str, int] = {}
-    for step in proposer:
-        for key, n in (step.get("invalid_by_reason") or {}).items():
-            invalid[key] = invalid.get(key, 0) + int(n)
+    invalid = summed(proposer, "invalid_by_reason")
     if invalid:
         lines.append(f"Proposer training, {len(proposer)} step{'s' if len(proposer) != 1 else ''}: invalid modules: {_counted(invalid)}.")
     if run.rounds:

@@ -100,6 +100,14 @@ class SqliteStore:
     def _migrate(self) -> None:
         """Bring an older file's tables up to ``SCHEMA`` (subclasses add columns)."""
 
+    def _signed_text(self, table: str, column: str, key: str) -> str | None:
+        """``column`` of ``table``'s row ``key`` (tables with ``key`` and ``mac`` columns);
+        a row whose signature does not match (kz did not write it) counts as absent.
+        ``table`` and ``column`` are the subclass's constants, never user input."""
+        with self._lock:
+            row = self._db.execute(f"SELECT {column}, mac FROM {table} WHERE key = ?", (key,)).fetchone()
+        return row[0] if row is not None and mac_matches(row[1], key, row[0]) else None
+
     def close(self) -> None:
         with self._lock:
             self._db.close()

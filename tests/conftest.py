@@ -47,3 +47,27 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("triton") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def install_plugin(tmp_path_factory):
+    """Build and install a throwaway plugin distribution into a folder of its own, as a
+    third party's would be: ``install_plugin(pyproject_text, {"module.py": source})`` gives
+    the folder to put on ``PYTHONPATH`` (where kz, its workers included, find the entry point)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    def install(pyproject: str, files: dict[str, str]):
+        project = tmp_path_factory.mktemp("project")
+        (project / "pyproject.toml").write_text(pyproject)
+        for name, source in files.items():
+            (project / name).write_text(textwrap.dedent(source))
+        target = tmp_path_factory.mktemp("site")
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(project)],
+            check=True, capture_output=True, text=True,
+        )
+        return target
+
+    return install

@@ -115,10 +115,23 @@ def test_every_user_facing_error_is_a_kz_error():
         assert issubclass(error, KzError), error
 
 
+def run_plugin_command(tmp_path, name: str, source: str, argv: list[str]) -> subprocess.CompletedProcess:
+    """Register module ``name`` (``source``) as a plugin and run ``kz`` with ``argv`` in a
+    fresh process, through the console script's entry point (``kz_core.cli.main``)."""
+    (tmp_path / f"{name}.py").write_text(source)
+    script = (
+        f"import {name}\n"
+        "from kz_core.plugins import get_plugin_manager\n"
+        f"get_plugin_manager().register({name}, {name!r})\n"
+        "from kz_core.cli import main\n"
+        f"main({argv!r})\n"
+    )
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+
+
 def test_a_plugin_commands_kz_error_is_one_line_and_its_exit_status(tmp_path):
     """A plugin's command raising its own KzError subclass needs no try/except of its own."""
-    plugin = tmp_path / "kz_errplugin.py"
-    plugin.write_text(
+    source = (
         "import click\n"
         "from kz_core import KzError, hookimpl\n"
         "class QuotaError(KzError):\n"
@@ -129,22 +142,14 @@ def test_a_plugin_commands_kz_error_is_one_line_and_its_exit_status(tmp_path):
         "    def boom():\n"
         "        raise QuotaError('the quota is spent: wait an hour')\n"
     )
-    script = (
-        "import sys, kz_errplugin\n"
-        "from kz_core.plugins import get_plugin_manager\n"
-        "get_plugin_manager().register(kz_errplugin, 'errplugin')\n"
-        "from kz_core.cli import main\n"
-        "main(['boom'])\n"
-    )
-    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    completed = run_plugin_command(tmp_path, "kz_errplugin", source, ["boom"])
     assert completed.returncode == 3, completed.stderr
     assert completed.stderr.strip().splitlines()[-1] == "kz: the quota is spent: wait an hour"
     assert "Traceback" not in completed.stderr
 
 
 def test_ctrl_c_says_what_was_kept_and_exits_130(tmp_path):
-    plugin = tmp_path / "kz_ctrlc.py"
-    plugin.write_text(
+    source = (
         "from kz_core import hookimpl\n"
         "@hookimpl\n"
         "def register_commands(cli):\n"
@@ -152,14 +157,7 @@ def test_ctrl_c_says_what_was_kept_and_exits_130(tmp_path):
         "    def long():\n"
         "        raise KeyboardInterrupt\n"
     )
-    script = (
-        "import kz_ctrlc\n"
-        "from kz_core.plugins import get_plugin_manager\n"
-        "get_plugin_manager().register(kz_ctrlc, 'ctrlc')\n"
-        "from kz_core.cli import main\n"
-        "main(['long'])\n"
-    )
-    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    completed = run_plugin_command(tmp_path, "kz_ctrlc", source, ["long"])
     assert completed.returncode == 130, completed.stderr
     assert completed.stderr.startswith("kz: interrupted") and "run the same command again to resume" in completed.stderr
     assert "Aborted!" not in completed.stderr and "Traceback" not in completed.stderr

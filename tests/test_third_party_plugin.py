@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -48,15 +47,8 @@ def static_checks(candidate):
 
 
 @pytest.fixture(scope="module")
-def installed_demo(tmp_path_factory):
-    project = tmp_path_factory.mktemp("project")
-    (project / "pyproject.toml").write_text(PYPROJECT)
-    (project / "kz_backend_demo.py").write_text(textwrap.dedent(MODULE))
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(project)],
-        check=True, capture_output=True, text=True,
-    )
+def installed_demo(install_plugin):
+    target = install_plugin(PYPROJECT, {"kz_backend_demo.py": MODULE})
     assert any(p.name.startswith("kz_backend_demo-0.3.1") for p in target.iterdir())
     return target
 

@@ -88,7 +88,8 @@ def train_group(ctx: click.Context, config: Any, as_json: bool) -> None:
 
     from kz_core.cli import stderr, stdout
     from kz_core.coevolve import run_coevolution
-    from kz_core.report import explain, load_run, summary_rows, write_report
+    from kz_core.commands.report_command import print_explanation, print_summary, run_json
+    from kz_core.report import load_run, write_report
     from kz_core.rundir import open_run_dir
 
     preset = ctx.params.get("preset")
@@ -103,22 +104,14 @@ def train_group(ctx: click.Context, config: Any, as_json: bool) -> None:
     except ImportError as exc:  # matplotlib is a dependency, but an image may lack it
         stderr.print(f"the rounds are done, but the report was not written ({exc}): install matplotlib, then run `kz report {run_dir}`")
         page = None
+    run = load_run(run_dir)
     if as_json:
-        import json
-
-        run = load_run(run_dir)
-        click.echo(json.dumps({"rounds": rounds, "summary": dict(summary_rows(run)), "what_happened": explain(run), "report": str(page) if page else None}, indent=2))
+        click.echo(run_json(run, page))
         return
-    summary = Table(title="kz run summary")
-    summary.add_column("")
-    summary.add_column("value", justify="right")
-    for label, value in summary_rows(load_run(run_dir)):
-        summary.add_row(label, value)
-    stdout.print(summary)
+    print_summary(run)
     if rounds:
         stdout.print(rounds_table(rounds))
-    for line in explain(load_run(run_dir)):
-        stdout.print(f"- {line}", highlight=False)
+    print_explanation(run)
     if page is not None:
         stderr.print(f"report: {page}", highlight=False)
 

@@ -50,11 +50,8 @@ class Journal(SqliteStore):
     def get(self, key: str) -> EvalResult | None:
         """The result stored under ``key``; a row whose signature does not match (it was
         written by something other than kz) counts as absent."""
-        with self._lock:
-            row = self._db.execute("SELECT result, mac FROM results WHERE key = ?", (key,)).fetchone()
-        if row is None or not mac_matches(row[1], key, row[0]):
-            return None
-        return loads(EvalResult, row[0])
+        text = self._signed_text("results", "result", key)
+        return None if text is None else loads(EvalResult, text)
 
     def put(self, key: str, result: EvalResult) -> None:
         text = dumps(result)
@@ -93,11 +90,8 @@ class BaselineCache(SqliteStore):
 
     def get(self, key: str) -> RuntimeStats | None:
         """The baseline stored under ``key``; unsigned or forged rows count as absent."""
-        with self._lock:
-            row = self._db.execute("SELECT stats, mac FROM baselines WHERE key = ?", (key,)).fetchone()
-        if row is None or not mac_matches(row[1], key, row[0]):
-            return None
-        return from_json_dict(RuntimeStats, json.loads(row[0]))
+        text = self._signed_text("baselines", "stats", key)
+        return None if text is None else from_json_dict(RuntimeStats, json.loads(text))
 
     def put(self, key: str, stats: RuntimeStats) -> None:
         text = json.dumps(to_json_dict(stats))
@@ -127,11 +121,8 @@ class FuzzJournal(SqliteStore):
         """The :class:`kz_core.evaluate.fuzzing.FuzzReport` stored under ``key``, if signed."""
         from kz_core.evaluate.fuzzing import FuzzReport
 
-        with self._lock:
-            row = self._db.execute("SELECT report, mac FROM fuzz_reports WHERE key = ?", (key,)).fetchone()
-        if row is None or not mac_matches(row[1], key, row[0]):
-            return None
-        return loads(FuzzReport, row[0])
+        text = self._signed_text("fuzz_reports", "report", key)
+        return None if text is None else loads(FuzzReport, text)
 
     def put(self, key: str, report: Any) -> None:
         text = dumps(report)

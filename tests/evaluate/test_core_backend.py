@@ -14,12 +14,9 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
 
 PYPROJECT = """
 [build-system]
@@ -123,16 +120,8 @@ class ModelNew(nn.Module):
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    project = tmp_path_factory.mktemp("pyloop")
-    (project / "pyproject.toml").write_text(PYPROJECT)
-    (project / "kz_backend_pyloop.py").write_text(textwrap.dedent(MODULE))
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(project)],
-        check=True, capture_output=True, text=True,
-    )
-    return target
+def site(install_plugin):
+    return install_plugin(PYPROJECT, {"kz_backend_pyloop.py": MODULE})
 
 
 def test_the_evaluator_judges_a_fake_backends_candidates_without_triton(site, tmp_path):
