@@ -57,12 +57,21 @@ class KzGroup(click.Group):
     status), caught here once for every command."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        from kz_core.rundir import OPENED, close_failed_runs
+
+        since = len(OPENED)  # run folders opened before this command (a process running several) are not its own
+        try:
+            return self._invoke(ctx, since)
+        finally:
+            del OPENED[since:]
+
+    def _invoke(self, ctx: click.Context, since: int) -> Any:
         from kz_core.rundir import close_failed_runs
 
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
-            close_failed_runs(exc)
+            close_failed_runs(exc, since)
             interrupted = KzUsageError(
                 "interrupted. Finished work is kept in the run folder (evaluation results in its "
                 "journal, training checkpoints): run the same command again to resume."
@@ -70,7 +79,7 @@ class KzGroup(click.Group):
             interrupted.exit_code = INTERRUPTED
             raise interrupted from None
         except KzError as exc:
-            close_failed_runs(exc)
+            close_failed_runs(exc, since)
             if isinstance(exc, click.ClickException):
                 raise
             usage = KzUsageError(str(exc))
@@ -79,7 +88,7 @@ class KzGroup(click.Group):
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except Exception as exc:  # a crash: its traceback goes to the console, the reason to the run's log
-            close_failed_runs(exc)
+            close_failed_runs(exc, since)
             raise
 
 

@@ -18,22 +18,24 @@ from kz_core.config import to_yaml
 from kz_core.logs import add_log_file
 
 
-#: Run folders this process opened, and whether it created them (``close_failed_runs``).
+#: Run folders the running command opened, and whether it created them (``close_failed_runs``;
+#: the ``kz`` group forgets a command's entries when it ends).
 OPENED: list[tuple[Path, bool]] = []
 #: What a run folder holds as soon as it is opened: nothing a user would miss.
 _BOOKKEEPING = {"config.yaml", "kz.log"}
 
 
-def close_failed_runs(error: BaseException) -> list[Path]:
-    """After a command failed with ``error``: record it in each opened run's log, and remove
-    the run folders this process created that hold nothing but their bookkeeping (so that a
-    failed command leaves no empty run behind). Returns the folders removed."""
+def close_failed_runs(error: BaseException, since: int = 0) -> list[Path]:
+    """After a command failed with ``error``: record it in the log of each run it opened
+    (``OPENED[since:]``), and remove the run folders it created that hold nothing but their
+    bookkeeping (so that a failed command leaves no empty run behind). Returns the folders
+    removed."""
     import shutil
 
     removed = []
     # DEBUG: the file sink records it; the console already shows the error once.
     logger.debug("stopped: {}: {}", type(error).__name__, error)
-    for run_dir, created in OPENED:
+    for run_dir, created in OPENED[since:]:
         try:
             names = {p.name for p in run_dir.iterdir() if not _empty_journal(p)}
         except OSError:
@@ -41,7 +43,6 @@ def close_failed_runs(error: BaseException) -> list[Path]:
         if created and names <= _BOOKKEEPING:
             shutil.rmtree(run_dir, ignore_errors=True)
             removed.append(run_dir)
-    OPENED.clear()
     return removed
 
 

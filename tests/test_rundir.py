@@ -64,3 +64,29 @@ def test_a_failed_command_leaves_no_empty_run_and_logs_why_in_a_kept_one(tmp_pat
     again = kz("eval", "-c", folder, "-d", "cuda:7", f"run.root={tmp_path / 'runs'}", "run.name=kept")
     assert again.returncode == 2 and (kept / "results.jsonl").exists()
     assert "stopped: EvaluatorError: device 'cuda:7'" in (kept / "kz.log").read_text()
+
+
+def test_a_failed_command_touches_only_the_runs_it_opened(tmp_path):
+    """In one process (a notebook, CliRunner), a command that fails must not remove the
+    run folder an earlier, successful command created."""
+    import click
+    from click.testing import CliRunner
+
+    from kz_core.cli import KzGroup
+    from kz_core.errors import KzError
+
+    group = KzGroup(name="kz-test")
+
+    @group.command(name="open")
+    @click.argument("name")
+    def open_run(name):
+        open_run_dir(load_config(None, [f"run.root={tmp_path}", f"run.name={name}"]))
+
+    @group.command(name="fail")
+    def fail():
+        open_run_dir(load_config(None, [f"run.root={tmp_path}", "run.name=second"]))
+        raise KzError("stopped on purpose")
+
+    assert CliRunner().invoke(group, ["open", "first"]).exit_code == 0
+    assert CliRunner().invoke(group, ["fail"]).exit_code == 2
+    assert (tmp_path / "first").is_dir() and not (tmp_path / "second").exists()
