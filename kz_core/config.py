@@ -408,17 +408,13 @@ class ConfigSection:
 
 def config_sections() -> list[ConfigSection]:
     """What the installed plugins contribute through ``register_config``, in load order."""
-    from kz_core.plugins import get_plugin_manager
+    from kz_core.plugins import registered
 
-    pm = get_plugin_manager()
     found: list[ConfigSection] = []
-    for impl in pm.hook.register_config.get_hookimpls():
-        items: list[ConfigSection] = []
-        impl.function(register=items.append)
-        for item in items:
-            if not isinstance(item, ConfigSection) or not dataclasses.is_dataclass(item.fields):
-                raise ConfigError(f"plugin {impl.plugin_name!r} registered {item!r}: register ConfigSection(section, fields=<a dataclass>)")
-            found.append(dataclasses.replace(item, plugin=impl.plugin_name))
+    for item, plugin in registered("register_config"):
+        if not isinstance(item, ConfigSection) or not dataclasses.is_dataclass(item.fields):
+            raise ConfigError(f"plugin {plugin!r} registered {item!r}: register ConfigSection(section, fields=<a dataclass>)")
+        found.append(dataclasses.replace(item, plugin=plugin))
     return found
 
 

@@ -171,29 +171,38 @@ def _hookcallers_of(plugin: Any) -> list[Any]:
     return pm.get_hookcallers(plugin) or []
 
 
-def registrations(hook_name: str, key: Callable[[Any], str], what: str) -> dict[str, tuple[Any, str]]:
-    """Call a ``register_*`` hook plugin by plugin, in load order.
-
-    :returns: ``{name: (registered item, plugin name)}``.
-    :raises PluginError: when two plugins register the same name.
-    """
+def registered(hook_name: str) -> list[tuple[Any, str]]:
+    """Call a ``register_*`` hook plugin by plugin, in load order: every item registered,
+    with the registering plugin's name."""
     load_plugins()
     hook = getattr(pm.hook, hook_name)
-    registry: dict[str, tuple[Any, str]] = {}
+    found: list[tuple[Any, str]] = []
     # get_hookimpls() lists plugins in load order (pluggy *calls* them in reverse).
     for impl in hook.get_hookimpls():
         plugin_name = pm.get_name(impl.plugin) or str(impl.plugin)
 
         def register(item: Any, _plugin: str = plugin_name) -> None:
-            name = key(item)
-            if name in registry:
-                raise PluginError(
-                    f"{what} {name!r} is registered twice: by plugin {registry[name][1]!r} and by "
-                    f"plugin {_plugin!r}. Uninstall one of them, or leave one out with {LOAD_PLUGINS_ENV}."
-                )
-            registry[name] = (item, _plugin)
+            found.append((item, _plugin))
 
         impl.function(**{arg: register for arg in impl.argnames})
+    return found
+
+
+def registrations(hook_name: str, key: Callable[[Any], str], what: str) -> dict[str, tuple[Any, str]]:
+    """:func:`registered`, by name.
+
+    :returns: ``{name: (registered item, plugin name)}``.
+    :raises PluginError: when two plugins register the same name.
+    """
+    registry: dict[str, tuple[Any, str]] = {}
+    for item, plugin in registered(hook_name):
+        name = key(item)
+        if name in registry:
+            raise PluginError(
+                f"{what} {name!r} is registered twice: by plugin {registry[name][1]!r} and by "
+                f"plugin {plugin!r}. Uninstall one of them, or leave one out with {LOAD_PLUGINS_ENV}."
+            )
+        registry[name] = (item, plugin)
     return registry
 
 
