@@ -68,6 +68,8 @@ def main() -> None:
                     print(f"    {result.runtime.note[:300]}", flush=True)
                 if result.verdict.value != "correct":
                     print(f"    {result.message[:600]}", flush=True)
+                if len(done) % 10 == 0:  # where candidates queue, in case a time limit cuts the run
+                    print(f"    locks: {_locks(evaluator.contention.snapshot())}", flush=True)
 
             results = evaluator.evaluate(candidates, progress=report)
             elapsed = time.perf_counter() - started
@@ -80,10 +82,17 @@ def main() -> None:
                     "candidates_per_minute": round(60 * len(results) / elapsed, 1),
                     "verdicts": dict(verdicts),
                     "clocks": dict(collections.Counter(r.runtime.clock for r in results if r.runtime)),
+                    "locks": evaluator.contention.snapshot(),
                 }
             )
+            evaluator.contention.reset()
             print(passes[-1], flush=True)
     write_json(args.out, {"benchmark": "eval_throughput", "level": args.level, "workers": args.workers, "versions": versions(), "passes": passes})
+
+
+def _locks(snapshot: dict[str, dict[str, float]]) -> str:
+    """Each lock's count, total wait and total hold, in one line."""
+    return "; ".join(f"{name}: {s['taken']}x wait {s['waited_s']:.0f}s (max {s['max_wait_s']:.0f}) hold {s['held_s']:.0f}s" for name, s in snapshot.items())
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from loguru import logger
 from kz_core.config import EvalConfig, check_section, to_container
 from kz_core.errors import KzError
 from kz_core.evaluate.calls import call_worker, problem_payload
+from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import Journal, result_key
 from kz_core.evaluate.plans import plan_compute_ops, plan_drift
 from kz_core.evaluate.replies import ReplyError, validate_execution, validate_load, validate_timed, validate_trials
@@ -156,7 +157,9 @@ class Evaluator:
         candidate_settings = attrs.evolve(sandboxed, max_reply_bytes=(2 * int(self.config.plan_constant_mb) + int(self.config.transfer_limit_mb) + 64) << 20)
         self._candidate_pool = WorkerPool(self.device, "candidate", workers, candidate_settings, zygote=self._zygote)
         self._executor_pool = WorkerPool(self.device, "executor", workers, sandboxed, zygote=self._zygote)
-        self._gpu = SharedExclusiveLock()
+        #: Waits and holds per lock (``Contention.snapshot()``): where candidates queue.
+        self.contention = Contention()
+        self._gpu = SharedExclusiveLock(self.contention)
         self._large = threading.Lock()
         self._closed = False
         settings = to_container(self.config)
@@ -175,7 +178,11 @@ class Evaluator:
         # and confined like executors, kept between calls but bound to one problem each.
         reference_settings = attrs.evolve(sandboxed, cpu_budget_s=0)
         reference_pool = WorkerPool(self.device, "reference", self.config.reference_workers or workers, reference_settings, zygote=self._zygote, single_use=False)
-        self.references = ReferenceService(self.config, self.device, reference_pool, self._gpu, self.seeds, self._timing, self._environment)
+        for pool in (self._candidate_pool, self._executor_pool, reference_pool):
+            pool.contention = self.contention
+        self.references = ReferenceService(
+            self.config, self.device, reference_pool, self._gpu, self.seeds, self._timing, self._environment, contention=self.contention
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -382,7 +389,7 @@ class Evaluator:
             )
         try:
             waiting_started = time.perf_counter()
-            with self._candidate_pool.acquire() as worker:
+            with self.contention.hold("candidate worker", self._candidate_pool.acquire()) as worker:
                 timings = attrs.evolve(timings, waiting_s=time.perf_counter() - waiting_started)
                 return self._run_candidate(worker, candidate, problem, reference, findings, timings, started, compile_only)
         except WorkerStartError as exc:
@@ -424,7 +431,7 @@ class Evaluator:
         # GPU, from its trials to its timing, so that concurrent workers cannot exhaust memory.
         large = self.device != "cpu" and reference.footprint_bytes > self.config.large_problem_mb << 20
         turn_started = time.perf_counter()
-        with self._large if large else contextlib.nullcontext():
+        with self.contention.hold("large problem", self._large) if large else contextlib.nullcontext():
             timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
             return self._run_loaded(worker, candidate, problem, reference, findings, timings, started, environment)
 
@@ -475,8 +482,8 @@ class Evaluator:
         environment = self._environment()
         waiting_started = time.perf_counter()
         large = self.device != "cpu" and reference.footprint_bytes > self.config.large_problem_mb << 20
-        with self._executor_pool.acquire() as executor:
-            with self._gpu.shared(), self._candidate_pool.acquire() as worker:
+        with self.contention.hold("executor", self._executor_pool.acquire()) as executor:
+            with self._gpu.shared(), self.contention.hold("candidate worker", self._candidate_pool.acquire()) as worker:
                 timings = attrs.evolve(timings, waiting_s=time.perf_counter() - waiting_started)
                 load_started = time.perf_counter()
                 reply, failure = self._load(worker, candidate, problem)
@@ -508,7 +515,7 @@ class Evaluator:
             # A problem whose inputs and outputs are large has one executor at a time on
             # the GPU, from its trials to its timing (recording happens on decoys before).
             turn_started = time.perf_counter()
-            with self._large if large else contextlib.nullcontext():
+            with self.contention.hold("large problem", self._large) if large else contextlib.nullcontext():
                 timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
                 return self._replay_verified(executor, candidate, problem, reference, findings, timings, started, environment)
 

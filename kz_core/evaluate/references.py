@@ -20,6 +20,7 @@ import contextlib
 import json
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +28,7 @@ import attrs
 from loguru import logger
 
 from kz_core.evaluate.calls import call_worker, problem_payload
+from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import BaselineCache, result_key
 from kz_core.evaluate.sandbox import WorkerPool
 from kz_core.evaluate.timing import TimingSettings
@@ -82,41 +84,54 @@ class ReferenceRecord:
 
 
 class SharedExclusiveLock:
-    """Many shared holders or one exclusive holder; a waiting exclusive blocks new shared."""
+    """Many shared holders or one exclusive holder; a waiting exclusive blocks new shared.
 
-    def __init__(self) -> None:
+    :param contention: where waits and holds are recorded (as ``gpu shared`` and ``gpu
+        exclusive``), when given.
+    """
+
+    def __init__(self, contention: Contention | None = None) -> None:
         self._condition = threading.Condition()
         self._shared = 0
         self._exclusive = False
         self._waiting_exclusive = 0
+        self._contention = contention
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
+        asked = time.perf_counter()
         with self._condition:
             while self._exclusive or self._waiting_exclusive:
                 self._condition.wait()
             self._shared += 1
+        got = time.perf_counter()
         try:
             yield
         finally:
             with self._condition:
                 self._shared -= 1
                 self._condition.notify_all()
+            if self._contention is not None:
+                self._contention.record("gpu shared", got - asked, time.perf_counter() - got)
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
+        asked = time.perf_counter()
         with self._condition:
             self._waiting_exclusive += 1
             while self._exclusive or self._shared:
                 self._condition.wait()
             self._waiting_exclusive -= 1
             self._exclusive = True
+        got = time.perf_counter()
         try:
             yield
         finally:
             with self._condition:
                 self._exclusive = False
                 self._condition.notify_all()
+            if self._contention is not None:
+                self._contention.record("gpu exclusive", got - asked, time.perf_counter() - got)
 
 
 class ReferenceService:
@@ -131,6 +146,7 @@ class ReferenceService:
         seeds: Seeds,
         timing: TimingSettings,
         environment: Callable[[], Environment],
+        contention: Contention | None = None,
     ):
         self.config = config
         self.device = device
@@ -150,12 +166,15 @@ class ReferenceService:
         # a KernelBench reference can take tens of GB, and several at once ran the device
         # out of memory. The workers stay bound to their problems, so none is restarted.
         self._turn = threading.BoundedSemaphore(1 if device != "cpu" else pool.size)
+        self.contention = contention if contention is not None else Contention()
 
     @contextlib.contextmanager
     def worker(self, problem: Problem) -> Iterator[Any]:
-        """A reference worker bound to ``problem``, in its turn."""
-        with self._turn, self.pool.acquire(problem.content_hash) as worker:
-            yield worker
+        """A reference worker bound to ``problem``, in its turn. The worker is taken (or
+        started) before the turn is asked for, so that starting one never holds the turn."""
+        with self.contention.hold("reference worker", self.pool.acquire(problem.content_hash)) as worker:
+            with self.contention.hold("reference turn", self._turn):
+                yield worker
 
     def close(self) -> None:
         self.pool.close()

@@ -534,14 +534,19 @@ class WorkerPool:
         self._workers: set[WorkerProcess] = set()
         self.started = 0
         self.identity: dict[str, Any] | None = None
+        #: Where worker starts are recorded (``kz_core.evaluate.contention``), when set.
+        self.contention: Any = None
 
     def _start(self) -> WorkerProcess:
+        started = time.perf_counter()
         try:
             worker = WorkerProcess(self.device, self.role, self.settings, self.zygote)
         except BaseException:
             with self._lock:
                 self._live -= 1
             raise
+        if self.contention is not None:
+            self.contention.record(f"{self.role} start", 0.0, time.perf_counter() - started)
         with self._lock:
             self.started += 1
             self.identity = self.identity or worker.identity
@@ -588,6 +593,8 @@ class WorkerPool:
             worker = self._take(key, wait=0.45)
         if worker is None:
             worker = self._start()
+        if key is not None and worker.binding is None:
+            self._spare()  # the next new key finds a started worker
         worker.binding = worker.binding if key is None else key
         try:
             yield worker
@@ -644,6 +651,40 @@ class WorkerPool:
         if evicted is not None:
             evicted.shutdown()  # served another key: its slot goes to a fresh worker
         return None
+
+    def _spare(self) -> None:
+        """A keyed pool just bound its last unbound worker: start an unbound one in the
+        background, in a free slot or in place of the least recently used idle worker, so
+        that a new key does not wait for a worker to start (a GPU worker's start creates a
+        CUDA context)."""
+        with self._lock, self._idle.mutex:
+            idle = list(self._idle.queue)  # last in, first out: the first is the oldest
+            if self._closed or any(w.binding is None for w in idle):
+                return
+            evicted = None
+            if self._live >= self.size:
+                if not idle:
+                    return
+                evicted = idle[0]
+                self._idle.queue.remove(evicted)
+            else:
+                self._live += 1
+        if evicted is not None:
+            evicted.shutdown()
+
+        def start() -> None:
+            try:
+                worker = self._start()
+            except BaseException as exc:  # noqa: BLE001 - the next acquire starts one itself
+                if not self._closed:
+                    logger.warning("could not start a spare {} worker on {}: {}", self.role, self.device, exc)
+                return
+            self._idle.put(worker)
+
+        thread = threading.Thread(target=start, daemon=True)
+        with self._lock:
+            self._starting = [t for t in self._starting if t.is_alive()] + [thread]
+        thread.start()
 
     def _replace(self) -> None:
         """A worker left the pool: start its replacement in the background."""

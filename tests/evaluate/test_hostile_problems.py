@@ -8,6 +8,8 @@ reference worker served every problem with the user's rights."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kz_core.evaluate import Evaluator, isolation
@@ -97,6 +99,44 @@ def test_a_reference_worker_serves_one_problem(tmp_path):
             assert worker.worker_pid not in (first, second)
         with pool.acquire() as worker:  # no key: any idle worker
             assert worker.binding == "a"
+    finally:
+        pool.close()
+        zygote.close()
+
+
+def test_a_keyed_pool_starts_the_next_problems_worker_ahead(tmp_path):
+    """Binding the last unbound worker starts another in the background (in place of the
+    least recently used idle one when the pool is full), so that a new problem does not
+    wait for a worker, and its CUDA context, to start; the starts are recorded."""
+    from kz_core.evaluate.contention import Contention
+    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
+
+    def spares() -> list[int]:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = [w.worker_pid for w in list(pool._idle.queue) if w.binding is None]
+            if found:
+                return found
+            time.sleep(0.05)
+        raise AssertionError("no spare worker was started")
+
+    settings = SandboxSettings(scratch_root=tmp_path)
+    zygote = ZygoteProcess("cpu", settings)
+    pool = WorkerPool("cpu", "reference", 2, settings, zygote=zygote, single_use=False)
+    pool.contention = Contention()
+    try:
+        with pool.acquire("a") as worker:
+            first = worker.worker_pid
+        ready = spares()
+        with pool.acquire("b") as worker:
+            assert worker.worker_pid in ready  # the spare, started ahead
+        ready = spares()  # the pool was full: "a"'s idle worker made room for it
+        assert first not in ready
+        with pool.acquire("c") as worker:
+            assert worker.worker_pid in ready
+        with pool.acquire("a") as worker:
+            assert worker.worker_pid != first
+        assert pool.contention.snapshot()["reference start"]["taken"] >= 4
     finally:
         pool.close()
         zygote.close()

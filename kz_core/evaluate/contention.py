@@ -1,0 +1,56 @@
+"""Where an evaluator's candidates wait: seconds spent waiting for and holding each lock.
+
+Throughput on a GPU is bounded by what must run one at a time (timing, the reference
+worker's turn, large problems); this records, per lock, how often it was taken, how long
+takers waited and how long they held it, so that a benchmark can say which one is the
+bottleneck (``Evaluator.contention.snapshot()``, printed by
+``benchmarks/eval_throughput.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+
+class Contention:
+    """Counts, waits and holds per named lock; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stats: dict[str, list[float]] = {}
+
+    def record(self, name: str, waited: float, held: float) -> None:
+        with self._lock:
+            entry = self._stats.setdefault(name, [0, 0.0, 0.0, 0.0])
+            entry[0] += 1
+            entry[1] += waited
+            entry[2] += held
+            entry[3] = max(entry[3], waited)
+
+    @contextlib.contextmanager
+    def hold(self, name: str, lock: Any) -> Iterator[Any]:
+        """Enter ``lock`` (a context manager; what it gives, this gives) and record the wait
+        and the hold as ``name``."""
+        asked = time.perf_counter()
+        with lock as entered:
+            got = time.perf_counter()
+            try:
+                yield entered
+            finally:
+                self.record(name, got - asked, time.perf_counter() - got)
+
+    def snapshot(self) -> dict[str, dict[str, float]]:
+        """``{name: {taken, waited_s, held_s, max_wait_s}}``, names sorted."""
+        with self._lock:
+            return {
+                name: {"taken": int(n), "waited_s": round(waited, 3), "held_s": round(held, 3), "max_wait_s": round(longest, 3)}
+                for name, (n, waited, held, longest) in sorted(self._stats.items())
+            }
+
+    def reset(self) -> None:
+        with self._lock:
+            self._stats.clear()
