@@ -212,9 +212,10 @@ class EvalConfig:
     # reference worker copies them out of the candidate's GPU memory (CUDA IPC) and
     # compares them there.
     transfer_limit_mb: int = 16
-    # On a GPU, a problem whose inputs and outputs of one call take more than this (MiB)
-    # has its candidates' trials and timing run one at a time (loading and compiling still
-    # overlap), so that concurrent workers cannot exhaust the GPU's memory.
+    # On a GPU, a candidate of a problem whose inputs and outputs of one call take more
+    # than this (MiB) reserves three times that from the GPU's memory budget while it is
+    # recorded, and again while it is checked and timed (kz_core/evaluate/memory.py), so
+    # that concurrent workers cannot exhaust the GPU's memory; smaller ones reserve nothing.
     large_problem_mb: int = 1024
 
 

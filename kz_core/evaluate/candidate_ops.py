@@ -163,6 +163,13 @@ class CandidateOps:
                 plans[key] = entry
                 if key == "default" and self.device.startswith("cuda") and request.get("capture"):
                     captures.append((entry, model, inputs))
+                # This signature's outputs and the allocator's cached blocks go back before
+                # the next signature allocates (a KernelBench call can move 13 GB; cached
+                # blocks of one size do not serve the next's, and several such recordings
+                # at once ran the GPU out of memory).
+                output = inputs = None
+                if self.device.startswith("cuda"):
+                    self.torch.cuda.empty_cache()
             except NotReplayable as exc:
                 plans[key] = {"failure": str(exc), "check": exc.check}
             except BaseException as exc:  # noqa: BLE001 - the candidate raised or crashed torch

@@ -43,6 +43,7 @@ from kz_core.errors import KzError
 from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import Journal, result_key
+from kz_core.evaluate.memory import FOOTPRINTS_PER_CANDIDATE, MemoryBudget, budget_bytes
 from kz_core.evaluate.plans import plan_compute_ops, plan_drift
 from kz_core.evaluate.replies import ReplyError, validate_execution, validate_load, validate_timed, validate_trials
 from kz_core.evaluate.judge import (
@@ -160,7 +161,8 @@ class Evaluator:
         #: Waits and holds per lock (``Contention.snapshot()``): where candidates queue.
         self.contention = Contention()
         self._gpu = SharedExclusiveLock(self.contention)
-        self._large = threading.Lock()
+        self._memory: MemoryBudget | None = None
+        self._memory_lock = threading.Lock()
         self._closed = False
         settings = to_container(self.config)
         self._config_key = json.dumps({k: v for k, v in settings.items() if k not in _KEY_EXCLUDED}, sort_keys=True)
@@ -181,7 +183,15 @@ class Evaluator:
         for pool in (self._candidate_pool, self._executor_pool, reference_pool):
             pool.contention = self.contention
         self.references = ReferenceService(
-            self.config, self.device, reference_pool, self._gpu, self.seeds, self._timing, self._environment, contention=self.contention
+            self.config,
+            self.device,
+            reference_pool,
+            self._gpu,
+            self.seeds,
+            self._timing,
+            self._environment,
+            contention=self.contention,
+            memory=self.memory_budget,
         )
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -222,6 +232,34 @@ class Evaluator:
     def isolation(self) -> Any:
         """The sandbox's mechanisms in use (``kz_core.evaluate.isolation.Support``)."""
         return self._zygote.support
+
+    def memory_budget(self) -> MemoryBudget:
+        """The GPU's memory budget (``kz_core.evaluate.memory``; none on a CPU), sized on
+        first use from the device's memory as a worker reports it."""
+        with self._memory_lock:
+            if self._memory is None:
+                capacity = 0
+                if self.device != "cpu":
+                    pools = (self.references.pool, self._candidate_pool, self._executor_pool)
+                    identity = next((pool.identity for pool in pools if pool.identity), None)
+                    if identity is None:
+                        self.references.pool.warm_up(1)
+                        identity = self.references.pool.identity or {}
+                    processes = sum(pool.size for pool in pools)
+                    # Calls below eval.large_problem_mb reserve nothing: each worker may have
+                    # a candidate's worth of them on the GPU without asking.
+                    unreserved = self._candidate_pool.size * FOOTPRINTS_PER_CANDIDATE * (int(self.config.large_problem_mb) << 20)
+                    total = int(identity.get("memory_bytes", 0))
+                    capacity = budget_bytes(total, processes) - unreserved if total else 0
+                self._memory = MemoryBudget(capacity, self.contention)
+            return self._memory
+
+    def _reservation(self, reference: ReferenceRecord) -> Any:
+        """The memory a candidate of this problem reserves while it is on the GPU: none
+        below ``eval.large_problem_mb`` per call (and on a CPU)."""
+        if self.device == "cpu" or reference.footprint_bytes <= self.config.large_problem_mb << 20:
+            return contextlib.nullcontext(0)
+        return self.memory_budget().reserve(FOOTPRINTS_PER_CANDIDATE * reference.footprint_bytes)
 
     @property
     def workers(self) -> int:
@@ -427,11 +465,10 @@ class Evaluator:
             call_worker(worker, {"op": "unload"}, 60, "unload")
             return self._finish(candidate, problem, findings, started, timings=timings, environment=environment)
 
-        # A problem whose inputs and outputs are large has one candidate at a time on the
-        # GPU, from its trials to its timing, so that concurrent workers cannot exhaust memory.
-        large = self.device != "cpu" and reference.footprint_bytes > self.config.large_problem_mb << 20
+        # A problem whose inputs and outputs are large reserves GPU memory from its trials
+        # to its timing, so that concurrent workers cannot exhaust it.
         turn_started = time.perf_counter()
-        with self.contention.hold("large problem", self._large) if large else contextlib.nullcontext():
+        with self._reservation(reference):
             timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
             return self._run_loaded(worker, candidate, problem, reference, findings, timings, started, environment)
 
@@ -473,17 +510,16 @@ class Evaluator:
         """Load and record the candidate in a sandboxed candidate worker, replay its plans
         in a fresh executor on the secret inputs, judge, and time the replay.
 
-        Lock order: an executor; then the GPU lock (shared) and a candidate worker, which
-        is killed before the GPU lock is released, so that nothing of the candidate's runs
-        while anything is timed; then, for a large problem, the large-problem lock, and
-        inside it the GPU lock again (shared for the trials, exclusive for timing). Nothing
-        waits for a lock while it holds a candidate worker.
+        Lock order: an executor; then, for a large problem, a GPU memory reservation; the
+        GPU lock (shared) and a candidate worker, which is killed before the GPU lock is
+        released, so that nothing of the candidate's runs while anything is timed; then
+        the reservation again, and inside it the GPU lock again (shared for the trials,
+        exclusive for timing). Nothing waits for a lock while it holds a candidate worker.
         """
         environment = self._environment()
         waiting_started = time.perf_counter()
-        large = self.device != "cpu" and reference.footprint_bytes > self.config.large_problem_mb << 20
         with self.contention.hold("executor", self._executor_pool.acquire()) as executor:
-            with self._gpu.shared(), self.contention.hold("candidate worker", self._candidate_pool.acquire()) as worker:
+            with self._reservation(reference), self._gpu.shared(), self.contention.hold("candidate worker", self._candidate_pool.acquire()) as worker:
                 timings = attrs.evolve(timings, waiting_s=time.perf_counter() - waiting_started)
                 load_started = time.perf_counter()
                 reply, failure = self._load(worker, candidate, problem)
@@ -512,10 +548,10 @@ class Evaluator:
             if failure is not None or reply is None:
                 executor.kill()
                 return self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
-            # A problem whose inputs and outputs are large has one executor at a time on
-            # the GPU, from its trials to its timing (recording happens on decoys before).
+            # A problem whose inputs and outputs are large reserves GPU memory again, from
+            # its trials to its timing (the executor built its kernels without it).
             turn_started = time.perf_counter()
-            with self.contention.hold("large problem", self._large) if large else contextlib.nullcontext():
+            with self._reservation(reference):
                 timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
                 return self._replay_verified(executor, candidate, problem, reference, findings, timings, started, environment)
 

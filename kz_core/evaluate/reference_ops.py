@@ -48,6 +48,7 @@ class ReferenceOps:
                 synchronize(self.device)
                 structure, leaves = flatten_outputs(output)
                 trials.append(self._trial_record(seed, structure, leaves, inputs, prints, request))
+                inputs = output = leaves = None  # freed before the next seed's are drawn
         except BaseException as exc:  # noqa: BLE001
             return error_reply("reference", exc)
         variant = None
@@ -152,8 +153,9 @@ class ReferenceOps:
 
     def release_cached_memory(self) -> None:
         """Hand the GPU memory torch's allocator keeps cached back to the device, after each
-        request: candidate workers on the same GPU need it (a reference of 17 GB would
-        otherwise stay cached in this process)."""
+        request of a reference worker or an executor: other workers on the same GPU need it
+        (a reference of 17 GB would otherwise stay cached in this process), and the
+        evaluator's memory budget (``kz_core.evaluate.memory``) counts only what is in use."""
         if self.device.startswith("cuda"):
             self.torch.cuda.empty_cache()
 

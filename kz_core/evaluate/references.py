@@ -9,8 +9,8 @@ used first out) within a memory budget; baselines are timed once per problem, de
 torch version and cached in the user's cache folder; outputs too large to move are
 compared on the GPU, where a reference worker copies them out of the candidate's memory.
 
-Lock order, everywhere: the GPU lock first, then a worker. A thread never waits for the
-GPU lock while it holds a reference worker.
+Lock order, everywhere: a GPU memory reservation first, then the GPU lock, then a worker.
+A thread never waits for the GPU lock while it holds a reference worker.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from loguru import logger
 from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import BaselineCache, result_key
+from kz_core.evaluate.memory import FIRST_REFERENCE_SHARE, MemoryBudget
 from kz_core.evaluate.sandbox import WorkerPool
 from kz_core.evaluate.timing import TimingSettings
 from kz_core.evaluate.variants import size_variations
@@ -147,6 +148,7 @@ class ReferenceService:
         timing: TimingSettings,
         environment: Callable[[], Environment],
         contention: Contention | None = None,
+        memory: Callable[[], MemoryBudget] | None = None,
     ):
         self.config = config
         self.device = device
@@ -162,19 +164,15 @@ class ReferenceService:
         self._baselines: dict[tuple[str, str, str], RuntimeStats | None] = {}
         self._baseline_locks: dict[tuple[str, str, str], threading.Lock] = collections.defaultdict(threading.Lock)
         self._baseline_cache: BaselineCache | None = None
-        # On a GPU one reference request runs at a time, whatever the number of workers:
-        # a KernelBench reference can take tens of GB, and several at once ran the device
-        # out of memory. The workers stay bound to their problems, so none is restarted.
-        self._turn = threading.BoundedSemaphore(1 if device != "cpu" else pool.size)
         self.contention = contention if contention is not None else Contention()
+        #: The GPU's memory budget (``kz_core.evaluate.memory``), built on first use.
+        self.memory = memory if memory is not None else (lambda: MemoryBudget(0))
 
     @contextlib.contextmanager
     def worker(self, problem: Problem) -> Iterator[Any]:
-        """A reference worker bound to ``problem``, in its turn. The worker is taken (or
-        started) before the turn is asked for, so that starting one never holds the turn."""
+        """A reference worker bound to ``problem``."""
         with self.contention.hold("reference worker", self.pool.acquire(problem.content_hash)) as worker:
-            with self.contention.hold("reference turn", self._turn):
-                yield worker
+            yield worker
 
     def close(self) -> None:
         self.pool.close()
@@ -211,7 +209,10 @@ class ReferenceService:
             "variant_seed": self.seeds.variant,
             "max_transfer_bytes": self.config.transfer_limit_mb << 20 if self.device != "cpu" else 1 << 62,
         }
-        with self.gpu.shared(), self.worker(problem) as worker:
+        # Its footprint is not known yet: a fixed share of the GPU's memory budget, taken
+        # before the GPU lock (the lock order of kz_core.evaluate.memory).
+        budget = self.memory()
+        with budget.reserve(int(budget.capacity * FIRST_REFERENCE_SHARE)), self.gpu.shared(), self.worker(problem) as worker:
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "reference")
         if failure is not None or reply is None:
             return ReferenceRecord(error=(failure.message if failure else "no reply"))

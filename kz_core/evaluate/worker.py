@@ -116,6 +116,7 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             info["device_name"] = props.name
             info["driver"] = str(torch.version.cuda or "")
             info["l2_bytes"] = int(getattr(props, "L2_cache_size", 0))
+            info["memory_bytes"] = int(props.total_memory)
         return info
 
     def seal_shared_caches(self) -> None:
@@ -236,7 +237,7 @@ def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[st
         except Exception as exc:  # noqa: BLE001 - an output that cannot be encoded or copied to the host
             wire.send_reply(sock, error_reply("reply", exc))
         del reply
-        if worker.role == "reference":
+        if worker.role in ("reference", "executor"):
             try:
                 worker.release_cached_memory()
             except Exception:  # noqa: BLE001 - a dead CUDA context: the parent replaces this worker

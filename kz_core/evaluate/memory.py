@@ -1,0 +1,86 @@
+"""A GPU's memory, shared out between the candidates in flight.
+
+KernelBench's level 1 has problems whose one call moves 6 to 17 GB; several of them
+recorded, replayed, compared and timed at once by separate processes ran an H200's 141 GB
+out of memory, and honest kernels failed with ``CUDA out of memory``. A candidate reserves
+a multiple of its problem's call footprint (inputs and outputs, from the reference) while
+it is recorded, and again while it is replayed, compared and timed; a problem's first
+reference computation (its footprint not yet known) reserves a fixed share. Reservations
+are granted first come, first served, and one larger than the whole budget is granted when
+nothing else is held.
+
+Lock order: a reservation is taken before the GPU lock and any worker, never while holding
+them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+from kz_core.evaluate.contention import Contention
+
+#: What one candidate of a large problem may have on the GPU at once, in call footprints:
+#: its recording (the default and the size variation's inputs and outputs), or its
+#: executor's trial or timed call alongside the reference worker's recomputation and copy
+#: of the outputs for the comparison, or the baseline timed while the executor is alive.
+FOOTPRINTS_PER_CANDIDATE = 3
+#: The share of the budget a problem's first reference computation reserves (its
+#: footprint is not known before it has run; KernelBench's largest call is 17 GB of inputs).
+FIRST_REFERENCE_SHARE = 0.4
+
+
+class MemoryBudget:
+    """Bytes of one GPU's memory, reserved first come, first served.
+
+    :param capacity: the bytes candidates may reserve (0: no budget, every reservation
+        is granted at once; on a CPU).
+    """
+
+    def __init__(self, capacity: int, contention: Contention | None = None):
+        self.capacity = max(0, int(capacity))
+        self._contention = contention
+        self._condition = threading.Condition()
+        self._used = 0
+        self._queue: list[int] = []  # tickets waiting, in order
+        self._tickets = 0
+
+    @property
+    def used(self) -> int:
+        with self._condition:
+            return self._used
+
+    @contextlib.contextmanager
+    def reserve(self, nbytes: int) -> Iterator[int]:
+        """Hold ``nbytes`` (capped at the capacity) while the block runs; gives the bytes held."""
+        if self.capacity <= 0 or nbytes <= 0:
+            yield 0
+            return
+        wanted = min(int(nbytes), self.capacity)
+        asked = time.perf_counter()
+        with self._condition:
+            self._tickets += 1
+            ticket = self._tickets
+            self._queue.append(ticket)
+            while self._queue[0] != ticket or self._used + wanted > self.capacity:
+                self._condition.wait()
+            self._queue.pop(0)
+            self._used += wanted
+            self._condition.notify_all()  # the next in line may fit as well
+        got = time.perf_counter()
+        try:
+            yield wanted
+        finally:
+            with self._condition:
+                self._used -= wanted
+                self._condition.notify_all()
+            if self._contention is not None:
+                self._contention.record("gpu memory", got - asked, time.perf_counter() - got)
+
+
+def budget_bytes(total_bytes: int, processes: int) -> int:
+    """What candidates may reserve of a GPU with ``total_bytes``: 85 % of it, less a CUDA
+    context (about 0.6 GB) for each of the ``processes`` kz keeps on it."""
+    return max(1 << 30, int(total_bytes * 0.85) - processes * (640 << 20))

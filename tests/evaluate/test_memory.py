@@ -1,0 +1,115 @@
+"""The GPU memory budget (kz_core/evaluate/memory.py) and the lock statistics.
+
+Written against the version before it: large problems took one lock (one at a time from
+trials to timing) while their recordings and first references ran unbudgeted, and on an
+H200 four workers ran the GPU out of memory (honest KernelBench candidates failed with
+"CUDA out of memory" at 64 to 96 GB in one candidate worker)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kz_core.evaluate.contention import Contention
+from kz_core.evaluate.memory import MemoryBudget, budget_bytes
+
+
+def _eventually(condition, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.01)
+
+
+def test_reservations_that_fit_run_together_and_one_that_does_not_waits():
+    budget = MemoryBudget(100, Contention())
+    release = threading.Event()
+    inside: list[str] = []
+
+    def hold(name: str, nbytes: int) -> None:
+        with budget.reserve(nbytes):
+            inside.append(name)
+            release.wait(30)
+
+    threads = [threading.Thread(target=hold, args=(name, 40)) for name in ("a", "b", "c")]
+    for thread in threads:
+        thread.start()
+    _eventually(lambda: len(inside) == 2)
+    time.sleep(0.1)
+    assert len(inside) == 2 and budget.used == 80  # the third would pass 100: it waits
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(inside) == ["a", "b", "c"] and budget.used == 0
+
+
+def test_first_come_first_served_a_large_request_is_not_starved():
+    """A waiting large reservation blocks later small ones, which would otherwise keep
+    the budget busy forever."""
+    budget = MemoryBudget(100)
+    order: list[str] = []
+    first = budget.reserve(60)
+    first.__enter__()
+    large = threading.Thread(target=lambda: (budget.reserve(90).__enter__(), order.append("large")))
+    large.start()
+    time.sleep(0.1)
+    small = threading.Thread(target=lambda: (budget.reserve(10).__enter__(), order.append("small")))
+    small.start()
+    time.sleep(0.1)
+    assert order == []  # 10 more would fit, but the large one asked first
+    first.__exit__(None, None, None)
+    large.join(30)
+    small.join(30)
+    assert order == ["large", "small"]  # then 90 + 10 fits
+
+
+def test_a_request_larger_than_the_budget_runs_alone():
+    budget = MemoryBudget(100)
+    with budget.reserve(500) as held:
+        assert held == 100 and budget.used == 100
+    with budget.reserve(0) as held:
+        assert held == 0
+
+
+def test_no_budget_grants_everything_at_once():
+    budget = MemoryBudget(0)
+    with budget.reserve(1 << 40) as held, budget.reserve(1 << 40) as again:
+        assert held == again == 0
+
+
+def test_budget_bytes_leaves_room_for_contexts():
+    total = 141 << 30
+    assert budget_bytes(total, 0) == int(total * 0.85)
+    assert budget_bytes(total, 10) == int(total * 0.85) - 10 * (640 << 20)
+    assert budget_bytes(1 << 30, 100) == 1 << 30  # never below 1 GiB
+
+
+def test_contention_records_waits_and_holds():
+    contention = Contention()
+    lock = threading.Lock()
+    with contention.hold("a lock", lock) as entered:
+        assert entered is True  # what the lock's __enter__ gives
+        time.sleep(0.05)
+    with contention.hold("a lock", lock):
+        pass
+    stats = contention.snapshot()["a lock"]
+    assert stats["taken"] == 2 and stats["held_s"] >= 0.04
+    contention.reset()
+    assert contention.snapshot() == {}
+
+
+@pytest.mark.parametrize("device", ["cpu"])
+def test_a_cpu_evaluator_reserves_nothing(device, tmp_path):
+    from kz_core.config import EvalConfig
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.references import ReferenceRecord
+    from kz_core.model import Problem
+
+    with Evaluator([Problem("p", "x = 1")], EvalConfig(device=device, workers=1, scratch_dir=str(tmp_path))) as evaluator:
+        assert evaluator.memory_budget().capacity == 0
+        big = ReferenceRecord(trials={1: {"input_bytes": 1 << 40, "output_meta": []}})
+        with evaluator._reservation(big) as held:
+            assert held == 0
