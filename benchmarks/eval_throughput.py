@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import attrs
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import kernelbench_problems, versions, wrapping_candidate, write_json  # noqa: E402
 
@@ -70,6 +72,7 @@ def main() -> None:
                     print(f"    {result.message[:600]}", flush=True)
                 if len(done) % 10 == 0:  # where candidates queue, in case a time limit cuts the run
                     print(f"    locks: {_locks(evaluator.contention.snapshot())}", flush=True)
+                    print(f"    peak GPU memory per request, GiB: {evaluator.contention.peaks()}", flush=True)
 
             results = evaluator.evaluate(candidates, progress=report)
             elapsed = time.perf_counter() - started
@@ -83,6 +86,19 @@ def main() -> None:
                     "verdicts": dict(verdicts),
                     "clocks": dict(collections.Counter(r.runtime.clock for r in results if r.runtime)),
                     "locks": evaluator.contention.snapshot(),
+                    "peak_gib": evaluator.contention.peaks(),
+                    # Per candidate: its stages and its reference's eager time (one call's
+                    # physical floor; a candidate's trials, timing and baseline are a few
+                    # dozen such calls).
+                    "results": [
+                        {
+                            "problem": r.problem,
+                            "verdict": r.verdict.value,
+                            "eager_ms": r.baselines["eager"].median_ms if "eager" in r.baselines else None,
+                            "stages_s": {k: round(v, 3) for k, v in attrs.asdict(r.timings).items() if v is not None},
+                        }
+                        for r in results
+                    ],
                 }
             )
             evaluator.contention.reset()

@@ -22,6 +22,7 @@ class Contention:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._stats: dict[str, list[float]] = {}
+        self._peaks: dict[str, int] = {}
 
     def record(self, name: str, waited: float, held: float) -> None:
         with self._lock:
@@ -43,6 +44,11 @@ class Contention:
             finally:
                 self.record(name, got - asked, time.perf_counter() - got)
 
+    def record_peak(self, name: str, nbytes: int) -> None:
+        """The most GPU memory one request of kind ``name`` held (as its worker reports it)."""
+        with self._lock:
+            self._peaks[name] = max(self._peaks.get(name, 0), int(nbytes))
+
     def snapshot(self) -> dict[str, dict[str, float]]:
         """``{name: {taken, waited_s, held_s, max_wait_s}}``, names sorted."""
         with self._lock:
@@ -51,6 +57,12 @@ class Contention:
                 for name, (n, waited, held, longest) in sorted(self._stats.items())
             }
 
+    def peaks(self) -> dict[str, float]:
+        """``{"<role> <op>": GiB}``: the most GPU memory a request of that kind held."""
+        with self._lock:
+            return {name: round(nbytes / (1 << 30), 2) for name, nbytes in sorted(self._peaks.items())}
+
     def reset(self) -> None:
         with self._lock:
             self._stats.clear()
+            self._peaks.clear()

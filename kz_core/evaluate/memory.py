@@ -5,7 +5,9 @@ recorded, replayed, compared and timed at once by separate processes ran an H200
 out of memory, and honest kernels failed with ``CUDA out of memory``. A candidate reserves
 a multiple of its problem's call footprint (inputs and outputs, from the reference) while
 it is recorded, and again while it is replayed, compared and timed; a problem's first
-reference computation (its footprint not yet known) reserves a fixed share. Reservations
+reference computation reserves twice the footprint its reference worker finds on torch's
+``meta`` device (shapes without memory), or a fixed share where the problem cannot run
+there. Reservations
 are granted first come, first served, and one larger than the whole budget is granted when
 nothing else is held.
 
@@ -27,8 +29,9 @@ from kz_core.evaluate.contention import Contention
 #: executor's trial or timed call alongside the reference worker's recomputation and copy
 #: of the outputs for the comparison, or the baseline timed while the executor is alive.
 FOOTPRINTS_PER_CANDIDATE = 3
-#: The share of the budget a problem's first reference computation reserves (its
-#: footprint is not known before it has run; KernelBench's largest call is 17 GB of inputs).
+#: The share of the budget a problem's first reference computation reserves when its
+#: footprint cannot be found on the meta device (KernelBench's largest call has 17 GB of
+#: inputs).
 FIRST_REFERENCE_SHARE = 0.4
 
 

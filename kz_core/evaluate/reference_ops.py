@@ -74,6 +74,32 @@ class ReferenceOps:
             break
         return {"ok": True, "trials": trials, "variant": variant, "seconds": time.perf_counter() - started, "cuda_error": cuda_error}
 
+    def op_footprint(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The bytes of one call's inputs and outputs, found on torch's ``meta`` device (no
+        memory, no data): what the evaluator reserves of the GPU's memory before it asks
+        for the reference itself. ``bytes`` is None when the problem cannot run there (a
+        ``get_inputs`` that needs data, a forward that reads values)."""
+        from kz_core.evaluate.execution import flatten_outputs, make_init_inputs
+
+        torch = self.torch
+        try:
+            module = self.problem_module(request["problem"])
+            init_inputs = make_init_inputs(module, request["init_seed"])
+            with torch.device("meta"):
+                inputs = list(module.get_inputs())
+                model = module.Model(*init_inputs)
+                _, leaves = flatten_outputs(model(*inputs))
+            tensors = [x for x in inputs + leaves if isinstance(x, torch.Tensor)]
+            if not tensors or any(x.device.type != "meta" for x in tensors):
+                return {"ok": True, "bytes": None}
+            return {"ok": True, "bytes": int(sum(x.nbytes for x in tensors))}
+        except BaseException:  # noqa: BLE001 - not on the meta device: the caller reserves a fixed share
+            return {"ok": True, "bytes": None}
+        finally:
+            from kz_core.evaluate.execution import restore_flags
+
+            restore_flags(self.baseline_flags)
+
     def _trial_record(self, seed: int, structure: Any, leaves: list[Any], inputs: list[Any], prints: Any, request: dict[str, Any]) -> dict[str, Any]:
         """One reference trial's reply: its outputs, or only their description when they
         are larger than ``request["max_transfer_bytes"]`` (they are compared on the device)."""

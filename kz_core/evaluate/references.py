@@ -209,10 +209,17 @@ class ReferenceService:
             "variant_seed": self.seeds.variant,
             "max_transfer_bytes": self.config.transfer_limit_mb << 20 if self.device != "cpu" else 1 << 62,
         }
-        # Its footprint is not known yet: a fixed share of the GPU's memory budget, taken
-        # before the GPU lock (the lock order of kz_core.evaluate.memory).
+        # GPU memory for it, taken before the GPU lock (the lock order of
+        # kz_core.evaluate.memory): twice one call's footprint as found on torch's meta
+        # device, else a fixed share of the budget.
         budget = self.memory()
-        with budget.reserve(int(budget.capacity * FIRST_REFERENCE_SHARE)), self.gpu.shared(), self.worker(problem) as worker:
+        need = 0
+        if budget.capacity:
+            with self.gpu.shared(), self.worker(problem) as worker:
+                probe, _ = call_worker(worker, {"op": "footprint", "problem": request["problem"], "init_seed": self.seeds.init}, 60, "footprint")
+            found = probe.get("bytes") if probe else None
+            need = 2 * found if type(found) is int and found >= 0 else int(budget.capacity * FIRST_REFERENCE_SHARE)
+        with budget.reserve(need), self.gpu.shared(), self.worker(problem) as worker:
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "reference")
         if failure is not None or reply is None:
             return ReferenceRecord(error=(failure.message if failure else "no reply"))

@@ -320,6 +320,8 @@ class WorkerProcess:
         self.retired = False
         #: The key this worker is bound to (``WorkerPool.acquire(key)``), if any.
         self.binding: str | None = None
+        #: Where peak GPU memory per request is recorded (set by the pool), if anywhere.
+        self.contention: Any = None
         self.zygote = zygote
         self.worker_pid = 0
         settings.scratch_root.mkdir(parents=True, exist_ok=True)
@@ -433,6 +435,9 @@ class WorkerProcess:
         if not isinstance(reply, dict):
             self.kill()
             raise WorkerDied(f"the worker sent a malformed reply of type {type(reply).__name__}")
+        peak = reply.get("peak_bytes")
+        if self.contention is not None and type(peak) is int:  # diagnostics only, never a verdict
+            self.contention.record_peak(f"{self.role} {request.get('op')}", peak)
         return reply
 
     def kill(self) -> None:
@@ -545,6 +550,7 @@ class WorkerPool:
             with self._lock:
                 self._live -= 1
             raise
+        worker.contention = self.contention
         if self.contention is not None:
             self.contention.record(f"{self.role} start", 0.0, time.perf_counter() - started)
         with self._lock:

@@ -21,6 +21,7 @@ the parent compares and decides the verdict. Replies are encoded with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -203,6 +204,7 @@ def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[st
     handlers = {
         "reference": worker.op_reference,
         "baseline": worker.op_baseline,
+        "footprint": worker.op_footprint,
         "audit": worker.op_audit,
         "validate": worker.op_validate,
         "fuzz_reference": worker.op_fuzz_reference,
@@ -229,7 +231,16 @@ def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[st
         if op == "shutdown":
             return
         handler = handlers.get(op)
+        on_gpu = worker.device.startswith("cuda")
+        if on_gpu:
+            with contextlib.suppress(Exception):
+                worker.torch.cuda.reset_peak_memory_stats()
         reply = handler(request) if handler else {"ok": False, "stage": "protocol", "message": f"unknown op {op!r}"}
+        if on_gpu and isinstance(reply, dict):
+            # What this request held on the GPU at most (diagnostics: the memory budget's
+            # multiple, kz_core/evaluate/memory.py); a dead CUDA context reports nothing.
+            with contextlib.suppress(Exception):
+                reply["peak_bytes"] = int(worker.torch.cuda.max_memory_allocated())
         try:
             wire.send_reply(sock, reply)
         except (OSError, wire.WireError):

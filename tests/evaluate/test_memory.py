@@ -113,3 +113,45 @@ def test_a_cpu_evaluator_reserves_nothing(device, tmp_path):
         big = ReferenceRecord(trials={1: {"input_bytes": 1 << 40, "output_meta": []}})
         with evaluator._reservation(big) as held:
             assert held == 0
+
+
+ADD = """
+import torch
+
+N = 1000
+
+
+class Model(torch.nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+
+def get_inputs():
+    return [torch.rand(N), torch.rand(N)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_reference_worker_finds_a_calls_footprint_on_the_meta_device(tmp_path):
+    """What a first reference reserves: one call's bytes from shapes alone (a problem whose
+    forward reads values cannot run on the meta device: None, and a fixed share is reserved)."""
+    from kz_core.evaluate.calls import call_worker, problem_payload
+    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
+    from kz_core.model import Problem
+
+    settings = SandboxSettings(scratch_root=tmp_path)
+    zygote = ZygoteProcess("cpu", settings)
+    pool = WorkerPool("cpu", "reference", 1, settings, zygote=zygote, single_use=False)
+    reads_values = ADD.replace("return a + b", "return a + b if bool(a.sum() > 0) else a")
+    try:
+        for code, expected in ((ADD, 3 * 1000 * 4), (reads_values, None)):
+            problem = Problem("p", code)
+            with pool.acquire(problem.content_hash) as worker:
+                reply, failure = call_worker(worker, {"op": "footprint", "problem": problem_payload(problem), "init_seed": 1}, 60, "footprint")
+            assert failure is None and reply["bytes"] == expected
+    finally:
+        pool.close()
+        zygote.close()
