@@ -213,7 +213,7 @@ class EvalConfig:
     # compares them there.
     transfer_limit_mb: int = 16
     # On a GPU, a candidate of a problem whose inputs and outputs of one call take more
-    # than this (MiB) reserves three times that from the GPU's memory budget while it is
+    # than this (MiB) reserves twice that from the GPU's memory budget while it is
     # recorded, and again while it is checked and timed (kz_core/evaluate/memory.py), so
     # that concurrent workers cannot exhaust the GPU's memory; smaller ones reserve nothing.
     large_problem_mb: int = 1024

@@ -163,6 +163,9 @@ class Evaluator:
         self._gpu = SharedExclusiveLock(self.contention)
         self._memory: MemoryBudget | None = None
         self._memory_lock = threading.Lock()
+        # Set in a thread evaluating a candidate again after the GPU ran out of memory:
+        # its reservations take the whole budget.
+        self._alone = threading.local()
         self._closed = False
         settings = to_container(self.config)
         self._config_key = json.dumps({k: v for k, v in settings.items() if k not in _KEY_EXCLUDED}, sort_keys=True)
@@ -192,6 +195,7 @@ class Evaluator:
             self._environment,
             contention=self.contention,
             memory=self.memory_budget,
+            alone=self._running_alone,
         )
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -254,10 +258,18 @@ class Evaluator:
                 self._memory = MemoryBudget(capacity, self.contention)
             return self._memory
 
+    def _running_alone(self) -> bool:
+        return bool(getattr(self._alone, "on", False))
+
     def _reservation(self, reference: ReferenceRecord) -> Any:
         """The memory a candidate of this problem reserves while it is on the GPU: none
-        below ``eval.large_problem_mb`` per call (and on a CPU)."""
-        if self.device == "cpu" or reference.footprint_bytes <= self.config.large_problem_mb << 20:
+        below ``eval.large_problem_mb`` per call (and on a CPU); all of it when the
+        candidate runs again after the GPU ran out of memory."""
+        if self.device == "cpu":
+            return contextlib.nullcontext(0)
+        if self._running_alone():
+            return self.memory_budget().reserve(self.memory_budget().capacity)
+        if reference.footprint_bytes <= self.config.large_problem_mb << 20:
             return contextlib.nullcontext(0)
         return self.memory_budget().reserve(FOOTPRINTS_PER_CANDIDATE * reference.footprint_bytes)
 
@@ -319,6 +331,18 @@ class Evaluator:
                     self.reused += 1
                 return attrs.evolve(cached, sample_id=candidate.sample_id)
         result = self._evaluate(candidate)
+        if ran_out_of_gpu_memory(result):
+            # Other candidates' memory, or this one's own? Once more with the whole GPU memory
+            # budget: an honest kernel is never failed for what its neighbours held, and
+            # one that runs out of memory alone is failed as before.
+            logger.info("{}/{} ran out of GPU memory; evaluating it again alone", candidate.problem, candidate.sample_id)
+            self._alone.on = True
+            try:
+                result = self._evaluate(candidate)
+            finally:
+                self._alone.on = False
+            note = Finding("gpu_memory", "evaluated again with the GPU's memory to itself: the first attempt ran out of GPU memory", Severity.INFO)
+            result = attrs.evolve(result, findings=result.findings + (note,))
         if self.journal is not None and not any(f.check in INFRASTRUCTURE_CHECKS for f in result.findings):
             self.journal.put(key, result)
         return result
@@ -898,6 +922,18 @@ class Evaluator:
             if stats is not None:
                 baselines[mode] = stats
         return baselines
+
+
+#: How torch reports a GPU that ran out of memory (``torch.OutOfMemoryError``).
+_GPU_OOM = ("CUDA out of memory", "OutOfMemoryError")
+
+
+def ran_out_of_gpu_memory(result: EvalResult) -> bool:
+    """Whether ``result`` failed because a GPU ran out of memory (in the candidate's
+    processes or in the reference's): its findings say so."""
+    if result.verdict is Verdict.CORRECT:
+        return False
+    return any(f.severity is Severity.ERROR and any(text in f.message for text in _GPU_OOM) for f in result.findings)
 
 
 #: Findings an executor (trusted) may name for a failed replay.

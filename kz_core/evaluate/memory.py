@@ -9,7 +9,8 @@ reference computation reserves twice the footprint its reference worker finds on
 ``meta`` device (shapes without memory), or a fixed share where the problem cannot run
 there. Reservations
 are granted first come, first served, and one larger than the whole budget is granted when
-nothing else is held.
+nothing else is held. The budget is an estimate, so a candidate that runs out of GPU
+memory anyway is evaluated once more with the whole budget to itself.
 
 Lock order: a reservation is taken before the GPU lock and any worker, never while holding
 them.
@@ -24,11 +25,12 @@ from collections.abc import Iterator
 
 from kz_core.evaluate.contention import Contention
 
-#: What one candidate of a large problem may have on the GPU at once, in call footprints:
-#: its recording (the default and the size variation's inputs and outputs), or its
-#: executor's trial or timed call alongside the reference worker's recomputation and copy
-#: of the outputs for the comparison, or the baseline timed while the executor is alive.
-FOOTPRINTS_PER_CANDIDATE = 3
+#: What one candidate of a large problem reserves, in call footprints: its recording (the
+#: default's and the size variation's inputs and outputs), or its executor's trial or
+#: timed call alongside the reference worker's recomputation for the comparison. An
+#: estimate (a problem's intermediates are not counted): a candidate that meets a full GPU
+#: anyway is evaluated again with the whole budget (``Evaluator.evaluate_one``).
+FOOTPRINTS_PER_CANDIDATE = 2
 #: The share of the budget a problem's first reference computation reserves when its
 #: footprint cannot be found on the meta device (KernelBench's largest call has 17 GB of
 #: inputs).

@@ -149,6 +149,7 @@ class ReferenceService:
         environment: Callable[[], Environment],
         contention: Contention | None = None,
         memory: Callable[[], MemoryBudget] | None = None,
+        alone: Callable[[], bool] | None = None,
     ):
         self.config = config
         self.device = device
@@ -167,6 +168,9 @@ class ReferenceService:
         self.contention = contention if contention is not None else Contention()
         #: The GPU's memory budget (``kz_core.evaluate.memory``), built on first use.
         self.memory = memory if memory is not None else (lambda: MemoryBudget(0))
+        #: Whether the calling thread evaluates a candidate again after the GPU ran out
+        #: of memory (its reference, if computed now, reserves the whole budget).
+        self.alone = alone if alone is not None else (lambda: False)
 
     @contextlib.contextmanager
     def worker(self, problem: Problem) -> Iterator[Any]:
@@ -190,6 +194,8 @@ class ReferenceService:
                     self._records.move_to_end(key)
                     return self._records[key]
             record = self._compute(problem)
+            if any(text in record.error for text in ("CUDA out of memory", "OutOfMemoryError")):
+                return record  # the GPU was full: not this problem's fault, so not kept
             with self._records_lock:
                 self._records[key] = record
                 self._bytes += record.nbytes
@@ -214,7 +220,9 @@ class ReferenceService:
         # device, else a fixed share of the budget.
         budget = self.memory()
         need = 0
-        if budget.capacity:
+        if budget.capacity and self.alone():
+            need = budget.capacity
+        elif budget.capacity:
             with self.gpu.shared(), self.worker(problem) as worker:
                 probe, _ = call_worker(worker, {"op": "footprint", "problem": request["problem"], "init_seed": self.seeds.init}, 60, "footprint")
             found = probe.get("bytes") if probe else None

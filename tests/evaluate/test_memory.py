@@ -155,3 +155,35 @@ def test_a_reference_worker_finds_a_calls_footprint_on_the_meta_device(tmp_path)
     finally:
         pool.close()
         zygote.close()
+
+
+def test_a_candidate_that_met_a_full_gpu_is_evaluated_again_alone(tmp_path):
+    """A budget is an estimate: a candidate failed by CUDA out of memory is evaluated once
+    more with the whole budget (its reservations say so), and keeps that verdict."""
+    from kz_core.config import EvalConfig
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.evaluator import ran_out_of_gpu_memory
+    from kz_core.model import Candidate, EvalResult, Finding, Problem, Verdict
+
+    oom = Finding("runtime_error", "OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.")
+    failed = EvalResult(problem="p", sample_id="s", backend="triton", verdict=Verdict.RUNTIME_ERROR, findings=(oom,))
+    passed = EvalResult(problem="p", sample_id="s", backend="triton", verdict=Verdict.CORRECT)
+    assert ran_out_of_gpu_memory(failed) and not ran_out_of_gpu_memory(passed)
+    other = EvalResult(problem="p", sample_id="s", backend="triton", verdict=Verdict.RUNTIME_ERROR, findings=(Finding("runtime_error", "ValueError"),))
+    assert not ran_out_of_gpu_memory(other)
+
+    with Evaluator([Problem("p", "x = 1")], EvalConfig(device="cpu", workers=1, scratch_dir=str(tmp_path))) as evaluator:
+        attempts: list[bool] = []
+
+        def fake(candidate, compile_only=False):
+            attempts.append(evaluator._running_alone())
+            return failed if len(attempts) == 1 else passed
+
+        evaluator._evaluate = fake
+        result = evaluator.evaluate_one(Candidate("p", "triton", "", "s"))
+        assert attempts == [False, True] and not evaluator._running_alone()
+        assert result.verdict is Verdict.CORRECT and any(f.check == "gpu_memory" for f in result.findings)
+        attempts.clear()
+        evaluator._evaluate = lambda candidate, compile_only=False: (attempts.append(True), failed)[1]
+        assert evaluator.evaluate_one(Candidate("p", "triton", "", "s")).verdict is Verdict.RUNTIME_ERROR
+        assert len(attempts) == 2  # once more, not forever
