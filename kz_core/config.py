@@ -114,9 +114,14 @@ class RewardConfig:
 @dataclass
 class EvalConfig:
     # Device to evaluate on: `auto` (cuda:0 when a GPU is present, else cpu), `cpu`,
-    # `cuda` or `cuda:N`. On a CPU, Triton runs under its interpreter and CUDA is compiled
+    # `cuda` (every visible GPU, candidates spread over them) or `cuda:N`. On a CPU, Triton runs under its interpreter and CUDA is compiled
     # but not run; timings are labelled cpu and never turned into speedups.
     device: str = "auto"
+    # Devices to spread candidates over, each with its own workers, references, memory
+    # budget and timing lock (e.g. [cuda:1, cuda:2], to leave cuda:0 to training); empty:
+    # `device` alone, where `cuda` means every visible GPU. [cpu, cpu] gives two CPU lanes
+    # (for tests of the spreading).
+    devices: list[str] = field(default_factory=list)
     # Backend for candidates that do not name one (triton, cuda, cuda_inline, ...).
     backend: str = "triton"
     # Candidate worker processes per device; 0: one per CPU core (at most 8) on a CPU,

@@ -75,7 +75,7 @@ def failures_table(results) -> Table | None:
 @click.option("--candidates", "-c", "candidates_path", required=True, type=click.Path(), help="Candidates: a .jsonl file or a folder of <problem>.py files.")
 @click.option("--out", "-o", "out_path", default=None, type=click.Path(), help="Results JSONL (default: results.jsonl in the run directory).")
 @click.option("--backend", "-b", default=None, help="Backend for candidates that name none (eval.backend).")
-@click.option("--device", "-d", default=None, help="cpu, cuda or cuda:N (eval.device).")
+@click.option("--device", "-d", default=None, help="cpu, cuda (every visible GPU) or cuda:N (eval.device; eval.devices=[cuda:1,cuda:2] picks some).")
 @click.option("--workers", "-w", type=click.IntRange(min=1), default=None, help="Candidate workers per device (eval.workers; default: one per core on a CPU, 4 on a GPU).")
 @click.option("--no-cache", is_flag=True, help="Evaluate again even where the journal has a result.")
 @click.option("--fuzz", "fuzz_examples", type=int, default=None, help="Fuzz examples per correct candidate (eval.fuzz); a failure makes it incorrect.")

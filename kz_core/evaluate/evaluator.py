@@ -25,13 +25,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,35 @@ def resolve_device(spec: str) -> str:
     raise EvaluatorError(f"unknown device {spec!r}: use auto, cpu, cuda or cuda:N")
 
 
+def resolve_devices(config: Any) -> list[str]:
+    """The devices an evaluator spreads candidates over: ``eval.devices`` when set (a
+    device may repeat only on a CPU, for tests of the spreading), else every visible GPU
+    for ``cuda``, else the one ``eval.device`` names."""
+    listed = [str(d) for d in (getattr(config, "devices", None) or [])]
+    if listed:
+        devices = [resolve_device(d) for d in listed]
+        repeated = sorted({d for d in devices if d != "cpu" and devices.count(d) > 1})
+        if repeated:
+            raise EvaluatorError(f"eval.devices names {', '.join(repeated)} more than once: list each GPU once")
+        return devices
+    if str(config.device).strip().lower() == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise EvaluatorError("device 'cuda' was asked for, but torch sees no CUDA GPU here: use --device cpu (Triton runs under its interpreter)")
+        return [f"cuda:{index}" for index in range(torch.cuda.device_count())]
+    return [resolve_device(config.device)]
+
+
+def _on_device(config: Any, device: str) -> Any:
+    """A copy of the ``eval`` section for one device (a lane of a multi-device evaluator)."""
+    if dataclasses.is_dataclass(config):
+        return dataclasses.replace(config, device=device, devices=[])
+    from omegaconf import OmegaConf
+
+    return OmegaConf.merge(config, {"device": device, "devices": []})
+
+
 def _default_workers(device: str) -> int:
     if device == "cpu":
         return max(1, min(8, os.cpu_count() or 1))
@@ -102,19 +132,24 @@ def _default_workers(device: str) -> int:
 class Evaluator:
     """Evaluate candidates for a set of problems; a context manager that owns worker pools.
 
+    On several devices (``eval.devices``, or ``eval.device=cuda`` with several GPUs) it
+    spreads candidates over *lanes*, one evaluator per device with its own workers,
+    references, memory budget and timing lock: a problem's candidates go to the lane that
+    has its reference unless that lane is full and another is not.
+
     :param problems: the problems candidates may answer (by name).
     :param config: the ``eval`` config section (defaults when None).
     :param journal: where finished results are stored and found again (optional).
     """
 
-    def __init__(self, problems: Iterable[Problem], config: EvalConfig | Any | None = None, *, journal: Journal | None = None):
+    def __init__(self, problems: Iterable[Problem], config: EvalConfig | Any | None = None, *, journal: Journal | None = None, _contention: Contention | None = None):
         from kz_core.plugins import get_plugin_manager
 
         self.config = config if config is not None else EvalConfig()
         # The rules every config load applies (kz_core.config.RULES), for a section built by hand.
         check_section("eval", self.config)
         self.problems = {p.name: p for p in problems}
-        self.device = resolve_device(self.config.device)
+        devices = resolve_devices(self.config)
         from kz_core.plugins import backends
 
         self.pm = get_plugin_manager()
@@ -123,6 +158,30 @@ class Evaluator:
         #: Results read back from the journal instead of evaluated (``evaluate_one``).
         self.reused = 0
         self._counts_lock = threading.Lock()
+        self._closed = False
+        #: Waits and holds per lock (``Contention.snapshot()``): where candidates queue.
+        self.contention = _contention if _contention is not None else Contention()
+        #: One evaluator per device when there are several (empty: this one is the lane).
+        self.lanes: list[Evaluator] = []
+        self._multi = len(devices) > 1
+        if self._multi:
+            self.device = ",".join(devices)
+            self._route_lock = threading.Lock()
+            self._homes: dict[str, Evaluator] = {}
+            self._in_flight: dict[int, int] = {}
+            try:
+                for device in devices:
+                    lane = Evaluator(self.problems.values(), _on_device(self.config, device), _contention=self.contention)
+                    lane.problems = self.problems  # one dict: problems added later reach every lane
+                    self.lanes.append(lane)
+                    self._in_flight[id(lane)] = 0
+            except BaseException:
+                self.close()
+                raise
+            #: Candidates each lane evaluated (``evaluate_one``), in the order of ``lanes``.
+            self.lane_counts = [0] * len(self.lanes)
+            return
+        self.device = devices[0]
         self.seeds = Seeds.draw(self.config.trials)
         scratch_root = Path(self.config.scratch_dir or tempfile.gettempdir()) / f"kz-eval-{os.getpid()}-{secrets.token_hex(4)}"
         common = dict(
@@ -158,15 +217,12 @@ class Evaluator:
         candidate_settings = attrs.evolve(sandboxed, max_reply_bytes=(2 * int(self.config.plan_constant_mb) + int(self.config.transfer_limit_mb) + 64) << 20)
         self._candidate_pool = WorkerPool(self.device, "candidate", workers, candidate_settings, zygote=self._zygote)
         self._executor_pool = WorkerPool(self.device, "executor", workers, sandboxed, zygote=self._zygote)
-        #: Waits and holds per lock (``Contention.snapshot()``): where candidates queue.
-        self.contention = Contention()
         self._gpu = SharedExclusiveLock(self.contention)
         self._memory: MemoryBudget | None = None
         self._memory_lock = threading.Lock()
         # Set in a thread evaluating a candidate again after the GPU ran out of memory:
         # its reservations take the whole budget.
         self._alone = threading.local()
-        self._closed = False
         settings = to_container(self.config)
         self._config_key = json.dumps({k: v for k, v in settings.items() if k not in _KEY_EXCLUDED}, sort_keys=True)
         self._timing = TimingSettings(
@@ -211,6 +267,10 @@ class Evaluator:
         if self._closed:
             return
         self._closed = True
+        if self._multi:
+            for lane in self.lanes:
+                lane.close()
+            return
         try:
             self._candidate_pool.close()
             self._executor_pool.close()
@@ -225,6 +285,10 @@ class Evaluator:
 
     def warm_up(self) -> None:
         """Start the workers now rather than on the first candidate."""
+        for lane in self.lanes:
+            lane.warm_up()
+        if self.lanes:
+            return
         try:
             self.references.pool.warm_up()
             self._candidate_pool.warm_up()
@@ -235,11 +299,48 @@ class Evaluator:
     @property
     def isolation(self) -> Any:
         """The sandbox's mechanisms in use (``kz_core.evaluate.isolation.Support``)."""
-        return self._zygote.support
+        return self.lanes[0].isolation if self.lanes else self._zygote.support
+
+    def __getattr__(self, name: str) -> Any:
+        # A multi-device evaluator answers for its first lane what only a lane has (its
+        # seeds, references, pools), as a single-device one would.
+        lanes = self.__dict__.get("lanes")
+        if lanes:
+            return getattr(lanes[0], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def lane_for(self, problem: str) -> Evaluator:
+        """The single-device evaluator that serves ``problem`` now (this one, when it has
+        no lanes): a problem's lane keeps its reference; a full lane hands its next
+        candidate to the least loaded one. Count the candidate in with ``_in_lane``."""
+        if not self.lanes:
+            return self
+        with self._route_lock:
+
+            def load(lane: Evaluator) -> float:
+                return self._in_flight[id(lane)] / max(1, lane.workers)
+
+            least = min(self.lanes, key=load)
+            home = self._homes.setdefault(problem, least)
+            return home if load(home) < 1 or load(least) >= 1 else least
+
+    @contextlib.contextmanager
+    def _in_lane(self, lane: Evaluator) -> Iterator[None]:
+        with self._route_lock:
+            self._in_flight[id(lane)] += 1
+            self.lane_counts[self.lanes.index(lane)] += 1
+        try:
+            yield
+        finally:
+            with self._route_lock:
+                self._in_flight[id(lane)] -= 1
 
     def memory_budget(self) -> MemoryBudget:
         """The GPU's memory budget (``kz_core.evaluate.memory``; none on a CPU), sized on
-        first use from the device's memory as a worker reports it."""
+        first use from the device's memory as a worker reports it (the first lane's, on
+        several devices)."""
+        if self.lanes:
+            return self.lanes[0].memory_budget()
         with self._memory_lock:
             if self._memory is None:
                 capacity = 0
@@ -275,7 +376,8 @@ class Evaluator:
 
     @property
     def workers(self) -> int:
-        return self._candidate_pool.size
+        """Candidate workers, on every device together."""
+        return sum(lane.workers for lane in self.lanes) if self.lanes else self._candidate_pool.size
 
     # -- public API ---------------------------------------------------------------------
 
@@ -289,7 +391,7 @@ class Evaluator:
         results: list[EvalResult | None] = [None] * len(candidates)
         # Candidates for the same problem next to each other: the reference is reused.
         order = sorted(range(len(candidates)), key=lambda i: (candidates[i].problem, i))
-        threads = self._candidate_pool.size + 1
+        threads = self.workers + 1
         with concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kz-eval") as executor:
             futures = {executor.submit(self.evaluate_one, candidates[i]): i for i in order}
             try:
@@ -309,6 +411,8 @@ class Evaluator:
         return await asyncio.to_thread(self.evaluate, candidates, progress)
 
     def journal_key(self, candidate: Candidate) -> str:
+        if self.lanes:  # the same key on every lane (the first lane's device names them)
+            return self.lanes[0].journal_key(candidate)
         import torch
 
         problem = self.problems.get(candidate.problem)
@@ -330,6 +434,13 @@ class Evaluator:
                 with self._counts_lock:
                     self.reused += 1
                 return attrs.evolve(cached, sample_id=candidate.sample_id)
+        if self.lanes:
+            lane = self.lane_for(candidate.problem)
+            with self._in_lane(lane):
+                result = lane.evaluate_one(candidate)  # the lane has no journal: kept here
+            if self.journal is not None and not any(f.check in INFRASTRUCTURE_CHECKS for f in result.findings):
+                self.journal.put(key, result)
+            return result
         result = self._evaluate(candidate)
         if ran_out_of_gpu_memory(result):
             # Other candidates' memory, or this one's own? Once more with the whole GPU memory
@@ -384,6 +495,8 @@ class Evaluator:
         ``kz check`` uses it to find format, static and compiler errors before any GPU time
         is spent (NVRTC compiles CUDA on a CPU).
         """
+        if self.lanes:  # nothing runs: one device's workers compile them all
+            return self.lanes[0].check(candidates, progress)
         results: list[CheckResult | None] = [None] * len(candidates)
         with concurrent.futures.ThreadPoolExecutor(max_workers=self._candidate_pool.size + 1, thread_name_prefix="kz-check") as executor:
             futures = {executor.submit(self._evaluate, candidate, True): i for i, candidate in enumerate(candidates)}

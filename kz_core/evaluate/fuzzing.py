@@ -152,7 +152,10 @@ class FuzzSession:
         self.problem = problem
         self.candidate = candidate
         self._own_evaluator = False
-        self.evaluator = evaluator
+        #: The evaluator given (closed with the session when it is a private one), and the
+        #: single-device one whose workers this session uses (``Evaluator.lane_for``).
+        self.owner = evaluator
+        self.evaluator = evaluator.lane_for(problem.name) if hasattr(evaluator, "lane_for") else evaluator
         self._worker = worker
         self._lease: Any = None
         self._executor = executor
@@ -175,7 +178,7 @@ class FuzzSession:
     def close(self) -> None:
         self._release()
         if self._own_evaluator:
-            self.evaluator.close()
+            self.owner.close()
 
     def _release(self) -> None:
         self._release_worker()

@@ -44,3 +44,30 @@ def test_the_journal_resumes_without_starting_workers(example_problems, tmp_path
             again = evaluator.evaluate(candidates)
             assert evaluator._candidate_pool.started == 0
     assert again == first
+
+
+@pytest.mark.triton
+def test_candidates_spread_over_every_device(example_problems, tmp_path):
+    """``eval.devices``: a lane per device, each with its own workers and references (here
+    two CPU lanes standing in for two GPUs); a problem's candidates stay on its lane while
+    that lane has room, the journal is kept once, and the results are those of one device."""
+    candidates = example_candidates()[:4]
+    config = eval_config("eval.workers=1", "eval.devices=[cpu,cpu]", "eval.cache=true")
+    with Journal(tmp_path / "journal.sqlite") as journal, Evaluator(example_problems, config, journal=journal) as evaluator:
+        assert evaluator.device == "cpu,cpu" and evaluator.workers == 2 and len(evaluator.lanes) == 2
+        assert evaluator.lane_for("1_vector_add") is evaluator.lane_for("1_vector_add")  # its home while not full
+        results = evaluator.evaluate(candidates)
+        assert [r.verdict for r in results] == [Verdict.CORRECT] * len(candidates), [r.message for r in results]
+        assert all(count > 0 for count in evaluator.lane_counts) and sum(evaluator.lane_counts) == 4
+        assert evaluator.evaluate(candidates) == results and evaluator.reused == 4  # from the one journal
+        assert sum(evaluator.lane_counts) == 4
+        assert {lane.device for lane in evaluator.lanes} == {"cpu"} and evaluator.lanes[0].seeds is not evaluator.lanes[1].seeds
+
+
+def test_a_gpu_listed_twice_is_a_usage_error():
+    from kz_core.evaluate.evaluator import EvaluatorError, resolve_devices
+
+    with pytest.raises(EvaluatorError, match="more than once|no CUDA GPU"):
+        resolve_devices(eval_config("eval.devices=[cuda:0,cuda:0]"))
+    assert resolve_devices(eval_config("eval.devices=[cpu,cpu]")) == ["cpu", "cpu"]
+    assert resolve_devices(eval_config()) == ["cpu"]
