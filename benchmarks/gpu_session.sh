@@ -14,6 +14,8 @@
 # adapter into $OUT/curve.tar.gz:
 #   benchmarks/gpu_session.sh setup model curve-base sft curve-sft grpo curve-pack
 #   benchmarks/gpu_session.sh setup curve-grpo coevolve-round curve-coevolve curve-kb curve-pack
+# and its ablations (reward: CA-GRPO, speed always on, correctness only; frontier: beta, uniform):
+#   benchmarks/gpu_session.sh setup ablate-reward ablate-frontier curve-pack
 # Stage time limits (seconds) come from KZ_<STAGE>_S, e.g. KZ_COEVOLVE_S=420.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
@@ -114,6 +116,19 @@ for what in "$@"; do
         run.root="$RUNS" run.name=curve-grpo problems.ids="${KZ_GRPO_IDS:-1-64}" policy.model="$RUNS/curve-sft/final" "${CURVE_OPTS[@]}" \
         train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 train.save_steps=2 ;;
     curve-grpo) curve_point grpo "$(latest_model curve-grpo)" ;;
+    ablate-reward)  # issue 16's reward ablations from the SFT model, same problems, steps and seed
+      for arm in "cagrpo:reward.tau=0.5" "speed_always:reward.tau=0" "correctness_only:reward.speed_weight=0"; do
+        stage "ablate_${arm%%:*}" timeout "${KZ_ABLATE_S:-300}" $PY -m kz_core.cli train coder --preset h200 --problems "$SYNTH/synth.train-problems.jsonl" \
+          run.root="$RUNS" run.name="ablate-${arm%%:*}" problems.ids="${KZ_GRPO_IDS:-1-64}" policy.model="$RUNS/curve-sft/final" "${CURVE_OPTS[@]}" \
+          train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 run.seed=1 "${arm#*:}"
+      done ;;
+    ablate-frontier)  # the frontier against modules drawn uniformly, one co-evolution round each
+      for arm in beta uniform; do
+        stage "ablate_frontier_$arm" timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" problems.ids=1-8 \
+          run.root="$RUNS" run.name="ablate-frontier-$arm" frontier.name="$arm" policy.model="$(latest_model curve-grpo)" "${CURVE_OPTS[@]}" train.max_completion_length=640 \
+          coevolve.rounds=1 coevolve.proposer_steps=1 coevolve.coder_steps=2 coevolve.modules_per_round=8 coevolve.frontier_k=2 \
+          coevolve.heldout_source="$SYNTH/synth.heldout-problems.jsonl" coevolve.heldout_ids=1-4 coevolve.heldout_samples=2
+      done ;;
     coevolve-round)
       stage coevolve_round timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" problems.ids=1-8 \
         run.root="$RUNS" run.name=curve-coevolve policy.model="$(latest_model curve-grpo)" "${CURVE_OPTS[@]}" train.max_completion_length=640 \
@@ -124,7 +139,7 @@ for what in "$@"; do
       curve_point coevolve ${models% *} ${models#* } ;;
     curve-kb) stage curve_kb timeout "${KZ_KB_S:-240}" $PY benchmarks/learning_curve.py judge --out "$RUNS/curve" --sets kb -d cuda eval.workers=8 ;;
     curve-pack)
-      for run in curve-sft curve-grpo curve-coevolve; do
+      for run in curve-sft curve-grpo curve-coevolve ablate-cagrpo ablate-speed_always ablate-correctness_only ablate-frontier-beta ablate-frontier-uniform; do
         [ -d "$RUNS/$run" ] && (cd "$RUNS" && find "$run" -maxdepth 4 -type f \( -name '*.jsonl' -o -name '*.json' -o -name '*.log' -o -name config.yaml \) \
           -not -path '*/checkpoints/*' -not -path '*/final/*' -not -name 'journal*' | tar -rf "$OUT/runs.tar" -T -)
       done

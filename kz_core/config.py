@@ -296,7 +296,8 @@ class SftConfig:
 
 @dataclass
 class FrontierConfig:
-    # Which selector answers `select_frontier`: `beta` (the core's, kz_core/frontier.py).
+    # Which selector answers `select_frontier`: `beta` (the core's, kz_core/frontier.py), or
+    # `uniform` (modules drawn uniformly: the ablation the frontier is measured against).
     name: str = "beta"
     # Frontier score of a pass rate p: `variance` is p(1-p); `linear` is 1-2|p-1/2|. Both
     # peak at p = 1/2 and vanish at 0 and 1.

@@ -16,6 +16,8 @@ name ``beta``) and the API-set sampler the Proposer is prompted from:
 - :func:`select_modules` (and the ``select_frontier`` hook, which answers for
   ``frontier.name == "beta"``): up to ``k`` modules, a ``replay_share`` of them the best
   among the older half of the pool, the rest the best overall.
+- :func:`select_uniform` (``frontier.name == "uniform"``): ``k`` modules drawn uniformly,
+  the ablation the frontier is measured against.
 - :func:`sample_api_sets`: API sets for the Proposer, each API weighted by
   ``max(explore, frontier score of its posterior)``.
 
@@ -232,12 +234,37 @@ def select_modules(stats: Sequence[ModuleStats], k: int, config: FrontierConfig)
     )
 
 
+def select_uniform(stats: Sequence[ModuleStats], k: int, config: FrontierConfig) -> FrontierSelection:
+    """Up to ``k`` modules drawn uniformly, whatever their pass rates: the ablation that
+    :func:`select_modules` is measured against (``frontier.name == "uniform"``). The draw
+    is seeded by the pool's records, so the same pool gives the same choice."""
+    if k < 0:
+        raise ValueError(f"the frontier cannot choose a negative number of modules, got k={k}")
+    import hashlib
+
+    records = merge_records(stats)
+    scores = module_scores(records, config)
+    digest = hashlib.sha256(repr([(r.module, r.samples, r.correct) for r in records]).encode()).digest()
+    chosen = random.Random(int.from_bytes(digest[:8], "big")).sample([r.module for r in records], min(k, len(records)))
+    apis_of = {record.module: record.apis for record in records}
+    api_sets: list[tuple[str, ...]] = []
+    for name in chosen:
+        api_set = tuple(sorted(set(apis_of[name])))
+        if api_set and api_set not in api_sets:
+            api_sets.append(api_set)
+    return FrontierSelection(modules=tuple(chosen), api_sets=tuple(api_sets), scores={name: scores[name] for name in chosen})
+
+
+#: The selectors the core answers ``select_frontier`` for, by ``frontier.name``.
+SELECTORS = {SELECTOR_NAME: select_modules, "uniform": select_uniform}
+
+
 @hookimpl
 def select_frontier(stats: Sequence[ModuleStats], k: int, config: FrontierConfig) -> FrontierSelection | None:
-    """Answer for ``frontier.name == "beta"`` with :func:`select_modules`; else None."""
-    if config.name != SELECTOR_NAME:
-        return None
-    return select_modules(stats, k, config)
+    """Answer for ``frontier.name`` ``beta`` (:func:`select_modules`) and ``uniform``
+    (:func:`select_uniform`); else None (another plugin's selector)."""
+    selector = SELECTORS.get(config.name)
+    return selector(stats, k, config) if selector is not None else None
 
 
 # ---------------------------------------------------------------------------------------

@@ -348,3 +348,19 @@ def test_sampler_draws_from_the_shipped_catalog():
     catalog = api_catalog()
     sets = sample_api_sets(catalog, [], 5, 1, 5, DEFAULT, random.Random(7))
     assert all(1 <= len(s) <= 5 and set(s) <= set(catalog) for s in sets)
+
+
+def test_uniform_selection_ignores_pass_rates_and_is_reproducible():
+    """``frontier.name=uniform``, the ablation: modules drawn whatever their scores, the
+    same pool giving the same draw."""
+    stats = [ModuleStats(module=f"m{i}", apis=(f"torch.api{i}",), samples=8, correct=0 if i % 2 else 8) for i in range(20)]
+    uniform = frontier_config("frontier.name=uniform")
+    hook = get_plugin_manager().hook.select_frontier
+    first = hook(stats=stats, k=6, config=uniform)
+    assert first == hook(stats=stats, k=6, config=uniform) and len(set(first.modules)) == 6
+    assert all(score == pytest.approx(0.36) for score in first.scores.values())  # 0 or 8 of 8 correct: one low score
+    beta = hook(stats=stats + [ModuleStats(module="edge", apis=("torch.edge",), samples=8, correct=4)], k=1, config=frontier_config())
+    assert beta.modules == ("edge",)  # the frontier picks the module at p = 1/2; uniform does not look
+    pools = [stats + [ModuleStats(module=f"new{n}", samples=n)] for n in range(40)]  # forty rounds' pools
+    draws = Counter(m for pool in pools for m in hook(stats=pool, k=3, config=uniform).modules)
+    assert len(draws) > 15  # not the same few modules every round

@@ -55,7 +55,9 @@ class RewardKeys:
     """The keys CA-GRPO adds to the ``reward`` config section (``register_config``): their
     defaults live here and nowhere else."""
 
-    # CA-GRPO gate: speed counts once a group's correctness rate reaches tau (0..1].
+    # CA-GRPO gate: speed counts once a group's correctness rate reaches tau [0..1]; 0: always
+    # (plain GRPO with the speed term on), and speed_weight=0 is correctness only: the two
+    # ablations of benchmarks/gpu_session.sh ablate-reward.
     tau: float = 0.5
     # Weight of the speed term for correct samples; below 1, so that a correct sample
     # always outranks an incorrect one.
@@ -85,7 +87,8 @@ def check_reward_section(section: Any) -> None:
 class CagrpoSettings:
     """Validated CA-GRPO parameters (see :class:`RewardKeys` for meanings; defaults from there).
 
-    :ivar tau: gate threshold on the correctness rate, in (0, 1].
+    :ivar tau: gate threshold on the correctness rate, in [0, 1]; 0 opens it always (plain
+        GRPO with the speed term on: the ablation the method's gate is measured against).
     :ivar speed_weight: lambda, weight of the speed term, in [0, 1).
     :ivar speed_clip: the speed term is clip(log2(speedup), -speed_clip, speed_clip); > 0.
     :ivar speed_baseline: key of ``EvalResult.speedups`` the speed term uses (``eager``).
@@ -165,8 +168,8 @@ def settings_from_config(config: Any) -> CagrpoSettings:
         names the key (``reward.tau``, ``reward.options.variant``, ...) and what is allowed.
     """
     tau = _number(config.tau, "reward.tau")
-    if not 0.0 < tau <= 1.0:
-        raise RewardConfigError(f"reward.tau must be in (0, 1] (a correctness rate), got {tau}")
+    if not 0.0 <= tau <= 1.0:
+        raise RewardConfigError(f"reward.tau must be in [0, 1] (a correctness rate; 0 opens the gate always), got {tau}")
     speed_weight = _number(config.speed_weight, "reward.speed_weight")
     if not 0.0 <= speed_weight < 1.0:
         raise RewardConfigError(

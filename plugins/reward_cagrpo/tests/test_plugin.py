@@ -85,7 +85,7 @@ def test_returns_none_for_other_roles(role: str) -> None:
 
 def test_invalid_config_raises_a_config_error_naming_the_key(plugin_manager: pluggy.PluginManager) -> None:
     with pytest.raises(RewardConfigError, match=r"reward\.tau"):
-        plugin_manager.hook.shape_rewards(role="coder", results=GROUP, config=reward_section("reward.tau=0"))
+        plugin_manager.hook.shape_rewards(role="coder", results=GROUP, config=reward_section("reward.tau=1.5"))
 
 
 def test_last_gate_decision_is_inspectable_and_resettable() -> None:

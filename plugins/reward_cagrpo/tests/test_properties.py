@@ -56,7 +56,7 @@ variants = st.sampled_from(Variant)
 def valid_settings(draw: st.DrawFn, variant: st.SearchStrategy[Variant] = variants) -> CagrpoSettings:
     """Settings built to satisfy every constraint, then passed through the validator."""
     chosen = draw(variant)
-    tau = draw(st.floats(min_value=0.0, max_value=1.0, exclude_min=True))
+    tau = draw(st.floats(min_value=0.0, max_value=1.0))
     speed_weight = draw(st.floats(min_value=0.0, max_value=1.0, exclude_max=True))
     speed_clip = draw(st.floats(min_value=1e-3, max_value=8.0))
     bound = 1.0 - speed_weight * speed_clip

@@ -65,7 +65,7 @@ def test_overrides_are_read() -> None:
 @pytest.mark.parametrize(
     ("overrides", "key"),
     [
-        (["reward.tau=0"], "reward.tau"),
+        (["reward.tau=-0.1"], "reward.tau"),
         (["reward.tau=-0.5"], "reward.tau"),
         (["reward.tau=1.01"], "reward.tau"),
         (["reward.tau=nan"], "reward.tau"),

@@ -213,3 +213,15 @@ def test_other_variants_leave_the_average_alone() -> None:
     for variant in (Variant.GROUP, Variant.DECOUPLED):
         shaped = shape_group([result(CORRECT)], CagrpoSettings(variant=variant), history)
         assert shaped.average == history
+
+
+def test_tau_zero_is_plain_grpo_with_the_speed_term_always_on() -> None:
+    """The ablation of the gate: with tau = 0 a group whose correctness is below any gate
+    still has its correct samples ranked by speed."""
+    fast = result(Verdict.CORRECT, 4.0)
+    slow = result(Verdict.CORRECT, 0.5)
+    group = [fast, slow] + [result(Verdict.INCORRECT)] * 6  # p = 0.25
+    gated = shape_group(group, settings("reward.tau=0.5"))
+    ungated = shape_group(group, settings("reward.tau=0"))
+    assert gated.rewards[0] == gated.rewards[1] == 1.0
+    assert ungated.rewards[0] > 1.0 > ungated.rewards[1] and ungated.decision.open
