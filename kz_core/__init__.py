@@ -34,6 +34,10 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "load_module": ("kz_core.evaluate.execution", "load_module"),
     "profiled": ("kz_core.evaluate.execution", "profiled"),
     "record_kernel": ("kz_core.evaluate.recording", "record_kernel"),
+    "shared_build": ("kz_core.evaluate.builds", "shared_build"),
+    "defer_build": ("kz_core.evaluate.builds", "defer"),
+    "deferring_builds": ("kz_core.evaluate.builds", "deferring"),
+    "BuildDeferred": ("kz_core.evaluate.builds", "BuildDeferred"),
     "recording_active": ("kz_core.evaluate.recording", "active"),
     # Source text helpers
     "parse_source": ("kz_core.source", "parse"),

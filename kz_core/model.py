@@ -318,6 +318,11 @@ class BackendInfo:
         (``{"TRITON_INTERPRET": "1"}``); a mapping, kept as sorted pairs.
     :ivar preload: modules the sandbox's zygote imports once, before it forks any worker,
         so that each candidate does not import them again; none may initialise CUDA.
+    :ivar builder: ``"module:function"`` that builds what a candidate builds at import
+        (``function(arguments, folder, device) -> dict``, run by kz's trusted builder), for
+        backends that defer their builds (``kz_core.evaluate.builds``); empty: none.
+    :ivar build_identity: ``"module:function"`` giving what, beside the arguments, shapes
+        a build (``function(device) -> JSON data``: the toolchain); with ``builder``.
     """
 
     name: str
@@ -329,6 +334,8 @@ class BackendInfo:
     versions: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     cpu_environment: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=lambda m: tuple(sorted(dict(m).items())))
     preload: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    builder: str = ""
+    build_identity: str = ""
 
 
 @attrs.frozen

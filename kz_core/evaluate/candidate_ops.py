@@ -26,6 +26,43 @@ class CandidateOps:
     """The candidate role's requests (state lives in ``Worker``)."""
 
     def op_load(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Load a candidate; the reply lists the builds it deferred to kz's trusted builder
+        (``kz_core.evaluate.builds``), if any, whether or not it loaded."""
+        from kz_core.evaluate import builds
+
+        builds.DEFERRED.clear()
+        reply = self._load_candidate(request)
+        if builds.DEFERRED:
+            reply["deferred_builds"] = list(builds.DEFERRED)
+        return reply
+
+    def op_build(self, request: dict[str, Any]) -> dict[str, Any]:
+        """kz's trusted builder (a fresh candidate worker that loaded no candidate): the
+        toolchain's identity (``identity``), or one build of a backend into ``build`` in
+        this worker's scratch folder, which the evaluator then moves into the shared folder."""
+        import importlib
+
+        from kz_core.plugins import backends
+
+        if self.candidate is not None or self.counter:
+            return {"ok": False, "stage": "protocol", "message": "a builder never loaded a candidate"}
+        info = backends().get(request.get("backend", ""))
+        if info is None or not info.builder or not info.build_identity:
+            return {"ok": False, "stage": "protocol", "message": f"backend {request.get('backend')!r} has no builder"}
+
+        def named(spec: str) -> Any:
+            module, _, function = spec.partition(":")
+            return getattr(importlib.import_module(module), function)
+
+        try:
+            if request.get("identity"):
+                return {"ok": True, "identity": named(info.build_identity)(self.device)}
+            folder = self.scratch_root / "build"
+            return {"ok": True, "record": named(info.builder)(request["arguments"], str(folder), self.device)}
+        except BaseException as exc:  # noqa: BLE001 - the build machinery failed: a reply
+            return error_reply("compile", exc)
+
+    def _load_candidate(self, request: dict[str, Any]) -> dict[str, Any]:
         from kz_core.backend import CompiledCandidate, CompileFailure
         from kz_core.evaluate.execution import instantiate, make_init_inputs
         from kz_core.model import Candidate

@@ -42,6 +42,7 @@ from loguru import logger
 from kz_core.config import EvalConfig, check_section, to_container
 from kz_core.errors import KzError
 from kz_core.evaluate.calls import call_worker, problem_payload
+from kz_core.evaluate.builds import FOLDER as BUILDS_FOLDER, SharedBuilds, publish, shared_key, validate_deferred
 from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import Journal, result_key
 from kz_core.evaluate.memory import FOOTPRINTS_PER_CANDIDATE, MemoryBudget, budget_bytes
@@ -197,12 +198,16 @@ class Evaluator:
         sandboxed = SandboxSettings(
             cpu_budget_s=self.config.cpu_time_limit_s,
             executor_write_paths=tuple(str(cache_dir(create=True) / name) for name in EXECUTOR_CACHES),
-            # Candidate workers read (never write) what executors compiled with Triton.
-            read_paths=(str(cache_dir() / "triton-executor"),),
+            # Candidate workers read (never write) what executors compiled with Triton and
+            # what kz's builder built for them (kz_core/evaluate/builds.py).
+            read_paths=(str(cache_dir() / "triton-executor"), str(cache_dir() / BUILDS_FOLDER)),
             **common,
         )
-        for name in EXECUTOR_CACHES:
+        for name in (*EXECUTOR_CACHES, BUILDS_FOLDER):
             (cache_dir() / name).mkdir(parents=True, exist_ok=True)
+        self._shared_builds = SharedBuilds(cache_dir() / BUILDS_FOLDER)
+        self._builder_pool: WorkerPool | None = None
+        self._builds_lock = threading.Lock()
         try:
             self._zygote = ZygoteProcess(self.device, sandboxed)
         except WorkerStartError as exc:
@@ -274,6 +279,8 @@ class Evaluator:
         try:
             self._candidate_pool.close()
             self._executor_pool.close()
+            if self._builder_pool is not None:
+                self._builder_pool.close()
         finally:
             try:
                 self.references.close()
@@ -614,7 +621,18 @@ class Evaluator:
         ``(reply, finding)`` when it did not compile (the worker is clean); ``(None,
         finding)`` when the call failed or the reply is malformed (the worker is not)."""
         request = {"op": "load", "candidate": attrs.asdict(candidate), "problem": problem_payload(problem), "init_seed": self.seeds.init}
-        reply, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile")
+        for _ in range(MAX_BUILD_ROUNDS):
+            reply, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile")
+            deferred = reply.get("deferred_builds") if isinstance(reply, dict) else None
+            if not deferred:
+                break
+            # Builds the candidate's backend defers to kz's trusted builder (shared between
+            # candidates: kz_core/evaluate/builds.py); then the same candidate loads again.
+            built = self._build_deferred(deferred)
+            if built is not None:
+                return None, built
+        else:
+            return None, Finding("compile_error", f"the candidate deferred builds in {MAX_BUILD_ROUNDS} loads in a row and never loaded")
         if failure is not None or reply is None:
             return None, failure
         try:
@@ -622,6 +640,52 @@ class Evaluator:
         except ReplyError as exc:
             return None, Finding("runtime_error", f"the candidate's reply is malformed: {exc}")
         return reply, (self._load_failure(reply) if reply["failure"] else None)
+
+    def _build_deferred(self, entries: Any) -> Finding | None:
+        """Have kz's trusted builder make each deferred build and share it; a finding when
+        one cannot be made (the machine cannot build, the builder failed)."""
+        builders = {name: info for name, info in self.backends.items() if info.builder and info.build_identity}
+        try:
+            entries = validate_deferred(entries, builders)
+        except ValueError as exc:
+            return Finding("runtime_error", f"the candidate's reply is malformed: {exc}")
+        for entry in entries:
+            finding = self._build_one(entry["backend"], entry["arguments"])
+            if finding is not None:
+                return finding
+        return None
+
+    def _build_one(self, backend: str, arguments: Any) -> Finding | None:
+        """One build in a fresh builder (a candidate worker that loads no candidate), moved
+        into the shared folder under the key computed here."""
+        with self._builds_lock:
+            if self._builder_pool is None:
+                size = max(1, min(8, (os.cpu_count() or 2) // 2))  # two compiler processes per build
+                self._builder_pool = WorkerPool(self.device, "candidate", size, self._candidate_pool.settings, zygote=self._zygote)
+        pool, shared = self._builder_pool, self._shared_builds
+        if backend not in shared.identities:
+            with pool.acquire() as builder:
+                reply, failure = call_worker(builder, {"op": "build", "backend": backend, "identity": True}, 120, "build")
+            if failure is not None or reply is None:
+                return Finding("not_run", f"kz's builder could not describe its toolchain: {failure.message if failure else 'no reply'}")
+            shared.identities[backend] = reply.get("identity")
+        try:
+            key = shared_key(backend, arguments, shared.identities[backend])
+        except (TypeError, ValueError) as exc:
+            return Finding("runtime_error", f"the candidate's reply is malformed: build arguments that are not data ({exc})")
+        with shared.lock(key):
+            if (shared.root / backend / key).exists():
+                return None
+            with pool.acquire() as builder:
+                reply, failure = call_worker(builder, {"op": "build", "backend": backend, "arguments": arguments}, self.config.compile_timeout_s, "build")
+                if failure is not None or reply is None:
+                    return failure or Finding("compile_error", "kz's builder sent no reply")
+                record = reply.get("record") if isinstance(reply.get("record"), dict) else {}
+                if record.get("status") == "unavailable":
+                    return Finding("not_run", f"{record.get('message', 'this machine cannot build it')}; not the candidate's fault")
+                if not publish(builder.scratch / "build", shared.root, backend, key):
+                    return Finding("compile_error", "kz's builder left something other than plain files and folders: not shared")
+        return None
 
     @staticmethod
     def _load_failure(reply: dict[str, Any]) -> Finding:
@@ -1036,6 +1100,10 @@ class Evaluator:
                 baselines[mode] = stats
         return baselines
 
+
+#: Loads of one candidate that may defer builds before it must load (each load builds
+#: what the last deferred; ``load_inline`` calls in a row defer one at a time).
+MAX_BUILD_ROUNDS = 6
 
 #: How torch reports a GPU that ran out of memory (``torch.OutOfMemoryError``).
 _GPU_OOM = ("CUDA out of memory", "OutOfMemoryError")

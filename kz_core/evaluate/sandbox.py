@@ -343,6 +343,12 @@ class WorkerProcess:
             env["TRITON_CACHE_DIR"] = str(self.scratch / "triton-cache")
             env["TRITON_CACHE_MANAGER"] = "kz_core.evaluate.triton_cache:LayeredCacheManager"
             env["KZ_TRITON_READ_CACHE"] = str(cache_dir() / "triton-executor")
+            # Builds shared between candidates, made by kz's trusted builder: read here, and
+            # a missing one is deferred to the builder (kz_core/evaluate/builds.py).
+            from kz_core.evaluate import builds
+
+            env[builds.SHARED_ENV] = str(cache_dir() / builds.FOLDER)
+            env[builds.DEFER_ENV] = "1"
         elif role == "executor":
             env["KZ_CACHE_DIR"] = str(cache_dir())
             env["TRITON_CACHE_DIR"] = str(cache_dir() / "triton-executor")

@@ -210,6 +210,7 @@ def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[st
         "fuzz_reference": worker.op_fuzz_reference,
         "fuzz_trials": worker.op_fuzz_trials,
         "load": worker.op_load,
+        "build": worker.op_build,
         "trials": worker.op_trials,
         "time": worker.op_time,
         "unload": worker.op_unload,

@@ -47,7 +47,8 @@ from typing import Any
 
 import attrs
 
-from kz_core import cache_dir, replace_file
+from kz_core import cache_dir, defer_build, deferring_builds, replace_file, shared_build
+from kz_backend_cuda.checks import INLINE_BACKEND
 
 #: Wall-clock seconds all ``load_inline`` builds of one candidate may take together; a
 #: cold build of a small extension takes about a minute (most of it compiling torch's
@@ -226,12 +227,11 @@ def toolchain(device: str) -> Toolchain:
 # -- keys, folders, records -------------------------------------------------------------------
 
 
-def build_key(arguments: dict[str, Any], tools: Toolchain) -> str:
-    """The cache key of one build: its arguments and everything that shapes the binary."""
+def identity(tools: Toolchain) -> dict[str, Any]:
+    """Everything beside the arguments that shapes a build's binary."""
     import torch
 
-    identity = {
-        "arguments": arguments,
+    return {
         "mode": tools.mode,
         "torch": torch.__version__,
         "torch_cuda": tools.torch_cuda,
@@ -241,7 +241,16 @@ def build_key(arguments: dict[str, Any], tools: Toolchain) -> str:
         "nvcc": tools.nvcc,
         "cxx": os.environ.get("CXX", "c++"),
     }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def build_identity(device: str) -> dict[str, Any]:
+    """``BackendInfo.build_identity`` of ``cuda_inline``: the toolchain's :func:`identity`."""
+    return identity(toolchain(device))
+
+
+def build_key(arguments: dict[str, Any], tools: Toolchain) -> str:
+    """The cache key of one build: its arguments and everything that shapes the binary."""
+    return hashlib.sha256(json.dumps({"arguments": arguments, **identity(tools)}, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def build_folder(key: str) -> Path:
@@ -255,8 +264,13 @@ def read_record(folder: Path) -> BuildRecord | None:
         record = BuildRecord(**data)
     except (OSError, ValueError, TypeError):
         return None
-    if record.status == "built" and not os.path.isfile(record.library):
-        return None
+    if record.status == "built":
+        # The library is named relative to its folder (a shared build was made elsewhere
+        # and moved); a path that leaves the folder is not this build's.
+        library = (folder / record.library).resolve()
+        if folder.resolve() not in library.parents or not library.is_file():
+            return None
+        record = attrs.evolve(record, library=str(library))
     return record
 
 
@@ -362,7 +376,31 @@ def build(arguments: dict[str, Any], tools: Toolchain, timeout_s: float) -> Buil
     """
     if tools.problem:
         raise InlineBuildError(tools.problem, unavailable=True)
-    folder = build_folder(build_key(arguments, tools))
+    shared = shared_build(INLINE_BACKEND, arguments, identity(tools))
+    if shared is not None:
+        record = read_record(shared)
+        if record is not None:
+            return attrs.evolve(record, cached=True)
+    if deferring_builds():
+        defer_build(INLINE_BACKEND, arguments)  # kz's trusted builder builds it; raises BuildDeferred
+    return build_into(build_folder(build_key(arguments, tools)), arguments, tools, timeout_s)
+
+
+def build_shared(arguments: dict[str, Any], folder: str, device: str) -> dict[str, Any]:
+    """``BackendInfo.builder`` of ``cuda_inline``: build ``arguments`` into ``folder`` in
+    kz's trusted builder (a fresh worker that ran no candidate code); the record, as data."""
+    tools = toolchain(device)
+    if tools.problem:
+        return attrs.asdict(BuildRecord("unavailable", message=tools.problem))
+    try:
+        record = build_into(Path(folder), arguments, tools, BUILD_TIMEOUT_S)
+    except InlineBuildError as exc:
+        return attrs.asdict(BuildRecord("unavailable" if exc.unavailable else "failed", message=exc.message, log=exc.log))
+    return attrs.asdict(record)
+
+
+def build_into(folder: Path, arguments: dict[str, Any], tools: Toolchain, timeout_s: float) -> BuildRecord:
+    """:func:`build` in ``folder`` (its record there, if finished, is the result)."""
     record = read_record(folder)
     if record is not None:
         return attrs.evolve(record, cached=True)
@@ -431,7 +469,8 @@ def _child_build(arguments: dict[str, Any], folder: Path, cuda_home: str, mode: 
     except Exception as exc:  # noqa: BLE001 - the machine's toolchain, not the candidate
         return BuildRecord("unavailable", seconds=time.perf_counter() - started, message=f"load_inline could not build here: {type(exc).__name__}: {exc}", log=str(exc))
     library = module if isinstance(module, str) else str(getattr(module, "__file__", ""))
-    return BuildRecord("built", library=library, seconds=time.perf_counter() - started)
+    # Relative to the folder: a shared build is made in a builder's scratch folder and moved.
+    return BuildRecord("built", library=os.path.relpath(library, folder), seconds=time.perf_counter() - started)
 
 
 def _torch_version() -> str:

@@ -293,7 +293,8 @@ def kz(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_kz_check_and_eval_on_a_cpu_compile_cuda_inline_and_say_it_did_not_run(tmp_path):
     """With nvcc here: compiled (not linked: torch is a CPU build), compiler errors at the
-    candidate's line; without: not run, "needs nvcc". Either way nothing pretends to run."""
+    candidate's line, each build made once by kz's trusted builder and shared; without:
+    not run, "needs nvcc". Either way nothing pretends to run."""
     problem = inline_build.toolchain("cpu").problem
     candidates = tmp_path / "c.jsonl"
     rows = [{"problem": "1_vector_add", "code": SIMPLE, "backend": "cuda_inline", "sample_id": "good"}]
@@ -327,7 +328,9 @@ def test_kz_check_and_eval_on_a_cpu_compile_cuda_inline_and_say_it_did_not_run(t
         assert "cuda_inline needs nvcc (CUDA_HOME) to build: none found" in result["message"]
     else:
         assert "not run: backend 'cuda_inline' needs a GPU" in result["message"]
-        # Built again: a candidate's process builds into its own scratch folder, which no
-        # other candidate reads (a shared build cache could be poisoned for another
-        # candidate with the same sources; see docs/security.md).
-        assert "(cached)" not in result["message"]
+        # Not built again: kz check's build was made by kz's trusted builder (never by a
+        # candidate's process) and shared under the key of its sources, flags and
+        # toolchain (kz_core/evaluate/builds.py); kz eval found it.
+        assert "(cached)" in result["message"]
+        shared = list((tmp_path / "cache" / "builds" / "cuda_inline").iterdir())
+        assert len(shared) == 2 and all((folder / "kz-build.json").is_file() for folder in shared)  # the good and the broken one

@@ -1,0 +1,106 @@
+"""Builds shared between candidates (kz_core/evaluate/builds.py): made by kz's trusted
+builder, moved into the shared folder under a key the evaluator computes, read (never
+written) by candidates.
+
+Written against the version before it, where a candidate's own process built and cached
+its extensions: sharing that cache would have let one candidate plant a library for
+another candidate's sources, so nothing was shared and every candidate built again."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kz_core.evaluate import isolation
+from kz_core.evaluate.builds import MAX_DEFERRED, plain_tree, publish, shared_key, validate_deferred
+from kz_core.model import Candidate, Problem, Verdict
+
+from .conftest import EXAMPLE_CANDIDATES, REPO, eval_config
+
+
+def test_the_key_follows_backend_arguments_and_toolchain():
+    base = shared_key("cuda_inline", {"name": "a", "flags": ["-O3"]}, {"nvcc": "13.0"})
+    assert base == shared_key("cuda_inline", {"flags": ["-O3"], "name": "a"}, {"nvcc": "13.0"})
+    assert base != shared_key("cuda_inline", {"name": "a", "flags": ["-O2"]}, {"nvcc": "13.0"})
+    assert base != shared_key("cuda_inline", {"name": "a", "flags": ["-O3"]}, {"nvcc": "12.8"})
+    assert base != shared_key("cuda", {"name": "a", "flags": ["-O3"]}, {"nvcc": "13.0"})
+
+
+def test_deferred_builds_are_checked_as_data():
+    builders = {"cuda_inline": object()}
+    entry = {"backend": "cuda_inline", "arguments": {"name": "x"}}
+    assert validate_deferred([entry], builders) == [entry]
+    for bad in ([{"backend": "triton", "arguments": {}}], [{"backend": "cuda_inline"}], "x", [entry] * (MAX_DEFERRED + 1), [{**entry, "folder": "/tmp"}]):
+        with pytest.raises(ValueError):
+            validate_deferred(bad, builders)
+
+
+def test_only_plain_trees_are_published_and_a_published_key_stays(tmp_path):
+    root = tmp_path / "builds"
+    good = tmp_path / "good"
+    (good / "sub").mkdir(parents=True)
+    (good / "lib.so").write_bytes(b"binary")
+    assert publish(good, root, "cuda_inline", "k1") and (root / "cuda_inline" / "k1" / "lib.so").read_bytes() == b"binary"
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "lib.so").write_bytes(b"other")
+    assert publish(again, root, "cuda_inline", "k1")
+    assert (root / "cuda_inline" / "k1" / "lib.so").read_bytes() == b"binary"  # the first build stays
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "lib.so").symlink_to(root / "cuda_inline" / "k1" / "lib.so")
+    assert not plain_tree(linked) and not publish(linked, root, "cuda_inline", "k2")
+    assert not (root / "cuda_inline" / "k2").exists()
+
+
+def test_a_record_naming_a_library_outside_its_folder_is_not_a_build(tmp_path):
+    pytest.importorskip("kz_backend_cuda")
+    import json
+
+    from kz_backend_cuda.inline_build import RECORD_NAME, read_record
+
+    folder = tmp_path / "k"
+    folder.mkdir()
+    (tmp_path / "elsewhere.so").write_bytes(b"x")
+    (folder / "mine.so").write_bytes(b"x")
+    record = {"status": "built", "library": "../elsewhere.so"}
+    (folder / RECORD_NAME).write_text(json.dumps(record))
+    assert read_record(folder) is None
+    (folder / RECORD_NAME).write_text(json.dumps({**record, "library": str(tmp_path / "elsewhere.so")}))
+    assert read_record(folder) is None
+    (folder / RECORD_NAME).write_text(json.dumps({**record, "library": "mine.so"}))
+    assert read_record(folder).library == str((folder / "mine.so").resolve())
+
+
+@pytest.mark.triton
+@pytest.mark.skipif(not isolation.support().landlock_abi, reason="this kernel has no Landlock (the sandbox reports it and runs without)")
+def test_a_candidate_cannot_plant_a_shared_build(tmp_path, monkeypatch):
+    """A candidate reads the shared folder and cannot write it: a library or a record
+    planted under any key would be loaded by every later candidate with those sources."""
+    monkeypatch.setenv("KZ_CACHE_DIR", str(tmp_path / "cache"))
+    from kz_core.evaluate import Evaluator
+
+    plant = '''
+
+def _plant():
+    import os
+    root = os.environ.get("KZ_SHARED_BUILDS", "")
+    for path in (os.path.join(root, "cuda_inline", "0" * 40), os.path.join(root, "planted")):
+        try:
+            os.makedirs(path, exist_ok=True)
+            open(os.path.join(path, "kz-build.json"), "w").write('{"status": "built", "library": "x.so"}')
+        except OSError:
+            pass
+
+
+_plant()
+'''
+    honest = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
+    problem = Problem("1_vector_add", (REPO / "examples" / "problems" / "1_vector_add.py").read_text())
+    with Evaluator([problem], eval_config("eval.workers=1")) as evaluator:
+        [result] = evaluator.evaluate([Candidate("1_vector_add", "triton", honest + plant, "planter")])
+    assert result.verdict is Verdict.CORRECT, result.message  # it only failed to plant
+    shared = tmp_path / "cache" / "builds"
+    assert shared.is_dir() and not any(Path(root, name).name == "kz-build.json" for root, _, names in os.walk(shared) for name in names)
