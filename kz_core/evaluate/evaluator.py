@@ -621,6 +621,7 @@ class Evaluator:
         ``(reply, finding)`` when it did not compile (the worker is clean); ``(None,
         finding)`` when the call failed or the reply is malformed (the worker is not)."""
         request = {"op": "load", "candidate": attrs.asdict(candidate), "problem": problem_payload(problem), "init_seed": self.seeds.init}
+        deferred_count, build_started = 0, time.perf_counter()
         for _ in range(MAX_BUILD_ROUNDS):
             reply, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile")
             deferred = reply.get("deferred_builds") if isinstance(reply, dict) else None
@@ -631,6 +632,7 @@ class Evaluator:
             built = self._build_deferred(deferred)
             if built is not None:
                 return None, built
+            deferred_count += len(deferred)
         else:
             return None, Finding("compile_error", f"the candidate deferred builds in {MAX_BUILD_ROUNDS} loads in a row and never loaded")
         if failure is not None or reply is None:
@@ -639,6 +641,9 @@ class Evaluator:
             reply = validate_load(reply)
         except ReplyError as exc:
             return None, Finding("runtime_error", f"the candidate's reply is malformed: {exc}")
+        if deferred_count:
+            seconds = time.perf_counter() - build_started
+            reply["notes"].append(f"kz's trusted builder made {deferred_count} build(s) this candidate deferred, in {seconds:.1f} s, now shared")
         return reply, (self._load_failure(reply) if reply["failure"] else None)
 
     def _build_deferred(self, entries: Any) -> Finding | None:
