@@ -27,7 +27,8 @@ def test_every_key_has_help_in_kz_config_show_plugins_keys_included():
     missing = [f"{section}.{key}" for section, value in to_container(load_config()).items() for key in value if f"{section}.{key}" not in helps]
     assert not missing, f"keys without help: {missing}"
     text = to_yaml(load_config(), with_help=True)
-    assert "  # CA-GRPO gate: speed counts once a group's correctness rate reaches tau (0..1]. (reward_cagrpo)\n  tau: 0.5" in text
+    assert "  # CA-GRPO gate: speed counts once a group's correctness rate reaches tau [0..1]; 0: always" in text
+    assert "ablate-reward. (reward_cagrpo)\n  tau: 0.5" in text
 
 
 def test_choices_and_ranges_are_checked_when_the_config_loads():
@@ -37,7 +38,7 @@ def test_choices_and_ranges_are_checked_when_the_config_loads():
         ("eval.trials=0", "eval.trials=0: must be at least 1"),
         ("coevolve.rounds=-1", "coevolve.rounds=-1"),
         ("reward.speed_baseline=fastest", "use one of eager, compile"),
-        ("reward.tau=2", "reward.tau must be in (0, 1]"),  # kz-reward-cagrpo's own check
+        ("reward.tau=2", "reward.tau must be in [0, 1]"),  # kz-reward-cagrpo's own check
     ):
         with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(").replace("[", r"\[")):
             load_config(None, [override])
