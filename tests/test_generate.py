@@ -110,5 +110,7 @@ def test_kz_generate_eval_with_the_embedded_model_offline(tmp_path):
     results = [json.loads(line) for line in (tmp_path / "gen" / "results.jsonl").read_text().splitlines()]
     assert len(results) == 4 and all(r["verdict"] in {v.value for v in Verdict} for r in results)
     assert "pass@1" in completed.stdout and "pass@2" in completed.stdout and "overall" in completed.stdout
+    for result in results:  # each sample's verdict as a line, as kz eval prints them
+        assert f"{result['verdict']} {result['problem']}/{result['sample_id']}:" in completed.stderr
     with Journal(tmp_path / "gen" / "journal.sqlite") as journal:
         assert len(journal) == 4

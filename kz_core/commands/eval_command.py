@@ -8,12 +8,16 @@ defaults to ``runs/eval-<candidates file name>`` so that re-running resumes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -54,6 +58,38 @@ def summary_table(summary, title: str) -> Table:
 
 #: At most this many candidates that are not correct are listed one by one on the console.
 SHOWN_FAILURES = 40
+
+
+@contextlib.contextmanager
+def verdict_progress(label: str, total: int, verdicts: Counter[str]) -> Iterator[Callable[[Any], None]]:
+    """A progress bar of results with the verdicts so far, and each result's verdict as
+    one line above it (``-q`` hides both); gives the callback each result goes to."""
+    from kz_core.cli import quiet_level, stderr
+
+    with Progress(
+        TextColumn(f"[bold]{label}[/bold]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=stderr,
+        transient=False,
+        disable=quiet_level() > 0,
+    ) as progress:
+        task = progress.add_task(label, total=total, counts="")
+        verbose = not quiet_level()
+
+        def advance(result: Any) -> None:
+            verdicts[result.verdict.value] += 1
+            counts = " ".join(f"{k}={v}" for k, v in sorted(verdicts.items()))
+            progress.update(task, advance=1, counts=counts)
+            if verbose:  # each candidate's verdict as it comes, above the bar
+                colour = "green" if result.verdict.value == "correct" else "red"
+                line = f"[{colour}]{result.verdict.value}[/{colour}] {escape(result.problem)}/{escape(result.sample_id)}: {escape(result.message)}"
+                progress.console.print(line[:400], highlight=False, markup=True)
+
+        yield advance
 
 
 def failures_table(results) -> Table | None:
@@ -121,29 +157,7 @@ def eval_command(config, problems_source, candidates_path, out_path, backend, de
         isolation = evaluator.isolation
         gaps = "; ".join(isolation.missing())
         stderr.print(f"sandbox: {isolation.summary()}" + (f" [yellow](missing: {gaps})[/yellow]" if gaps else ""), highlight=False)
-        with evaluator, Progress(
-            TextColumn("[bold]eval[/bold]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[counts]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=stderr,
-            transient=False,
-            disable=quiet_level() > 0,
-        ) as progress:
-            task = progress.add_task("eval", total=len(candidates), counts="")
-
-            verbose = not quiet_level()
-
-            def advance(result) -> None:
-                verdicts[result.verdict.value] += 1
-                counts = " ".join(f"{k}={v}" for k, v in sorted(verdicts.items()))
-                progress.update(task, advance=1, counts=counts)
-                if verbose:  # each candidate's verdict as it comes, above the bar
-                    colour = "green" if result.verdict.value == "correct" else "red"
-                    progress.console.print(f"[{colour}]{result.verdict.value}[/{colour}] {result.problem}/{result.sample_id}: {result.message}"[:400], highlight=False, markup=True)
-
+        with evaluator, verdict_progress("eval", len(candidates), verdicts) as advance:
             try:
                 results = evaluator.evaluate(candidates, progress=advance)
             except EvaluatorError as exc:

@@ -52,6 +52,7 @@ def report_table(summary, results, n: int) -> Table:
 def generate_command(config, problems_source, n, backend, out_path, evaluate, device, as_json) -> None:
     """Sample kernels from the policy model (policy.model; default: the embedded SmolLM2)."""
     from kz_core.cli import KzUsageError, apply_options, stderr, stdout
+    from kz_core.commands.eval_command import verdict_progress
     from kz_core.evaluate import Evaluator
     from kz_core.evaluate.journal import Journal
     from kz_core.generate import evaluate_samples, sample_candidates
@@ -79,8 +80,8 @@ def generate_command(config, problems_source, n, backend, out_path, evaluate, de
         return
     verdicts: Counter[str] = Counter()
     with Journal(run_dir / "journal.sqlite") as journal:
-        with Evaluator(problem_set.problems, config.eval, journal=journal) as evaluator:
-            results = evaluate_samples(samples, evaluator, progress=lambda r: verdicts.update([r.verdict.value]))
+        with Evaluator(problem_set.problems, config.eval, journal=journal) as evaluator, verdict_progress("eval", len(samples), verdicts) as advance:
+            results = evaluate_samples(samples, evaluator, progress=advance)
     (run_dir / "results.jsonl").write_text("".join(dumps(r) + "\n" for r in results), encoding="utf-8")
     summary = summarize(results, ks=sorted({1, n}))
     if as_json:
