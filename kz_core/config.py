@@ -122,6 +122,15 @@ class EvalConfig:
     # `device` alone, where `cuda` means every visible GPU. [cpu, cpu] gives two CPU lanes
     # (for tests of the spreading).
     devices: list[str] = field(default_factory=list)
+    # Where evaluators run: `local` (this host's devices) or `ray` (one evaluator actor per
+    # GPU of a Ray cluster, the journal here: kz_core/evaluate/ray_engine.py).
+    engine: str = "local"
+    # With engine=ray: the cluster's address; `auto`: the cluster this machine is in; empty:
+    # a local cluster started for the run.
+    ray_address: str = ""
+    # With engine=ray: evaluator actors; 0: one per GPU of the cluster (one per node with a
+    # CPU when it has none).
+    ray_actors: int = 0
     # Backend for candidates that do not name one (triton, cuda, cuda_inline, ...).
     backend: str = "triton"
     # Candidate worker processes per device; 0: one per CPU core (at most 8) on a CPU,
@@ -611,6 +620,8 @@ RULES: dict[str, dict[str, Any]] = {
         "timing_method": _one_of("graph", "events"),
         "workers": _at_least(0),
         "reference_workers": _at_least(0),
+        "engine": _one_of("local", "ray"),
+        "ray_actors": _at_least(0),
     },
     "reward": {"speed_baseline": _one_of("eager", "compile")},
     "coevolve": {

@@ -112,6 +112,7 @@ def failures_table(results) -> Table | None:
 @click.option("--out", "-o", "out_path", default=None, type=click.Path(), help="Results JSONL (default: results.jsonl in the run directory).")
 @click.option("--backend", "-b", default=None, help="Backend for candidates that name none (eval.backend).")
 @click.option("--device", "-d", default=None, help="cpu, cuda (every visible GPU) or cuda:N (eval.device; eval.devices=[cuda:1,cuda:2] picks some).")
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS", help="Evaluate on a Ray cluster: its address, `auto` for the one this machine is in, `local` to start one (eval.engine=ray).")
 @click.option("--workers", "-w", type=click.IntRange(min=1), default=None, help="Candidate workers per device (eval.workers; default: one per core on a CPU, 4 on a GPU).")
 @click.option("--no-cache", is_flag=True, help="Evaluate again even where the journal has a result.")
 @click.option("--fuzz", "fuzz_examples", type=int, default=None, help="Fuzz examples per correct candidate (eval.fuzz); a failure makes it incorrect.")
@@ -121,7 +122,7 @@ def failures_table(results) -> Table | None:
     help="Exit with status 1 when the pass rate is below PERCENT (for scripts and CI).",
 )
 @config_options
-def eval_command(config, problems_source, candidates_path, out_path, backend, device, workers, no_cache, fuzz_examples, as_json, fail_under) -> None:
+def eval_command(config, problems_source, candidates_path, out_path, backend, device, ray_address, workers, no_cache, fuzz_examples, as_json, fail_under) -> None:
     """Evaluate candidates: sandboxed correctness trials, guards, and timing on a GPU.
 
     Exit status: 0, or 1 when --fail-under is given and the pass rate is below it;
@@ -141,6 +142,8 @@ def eval_command(config, problems_source, candidates_path, out_path, backend, de
         "eval.workers": workers,
         "eval.cache": False if no_cache else None,
         "eval.fuzz": fuzz_examples,
+        "eval.engine": "ray" if ray_address else None,
+        "eval.ray_address": None if ray_address in (None, "local") else ray_address,
         "problems.source": problems_source,
         "run.name": config.run.name or f"eval-{Path(candidates_path).stem}",
     }
@@ -149,6 +152,8 @@ def eval_command(config, problems_source, candidates_path, out_path, backend, de
     problem_set = load_problems_from_config(config.problems)
     for error in problem_set.errors:
         stderr.print(f"[yellow]problem skipped[/yellow] {error.name}: {error.reason}", highlight=False)
+    if not problem_set.problems:
+        raise KzUsageError(f"no problems found in {problem_set.source}: give --problems a problems folder (with .py files), a JSONL file or `examples`")
     run_dir = open_run_dir(config, command="kz eval")
     out = Path(out_path) if out_path else run_dir / "results.jsonl"
     verdicts: Counter[str] = Counter()

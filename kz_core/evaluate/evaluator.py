@@ -64,7 +64,20 @@ from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Findi
 from kz_core.serialization import from_json_dict
 
 #: Settings that never change a verdict, left out of journal keys.
-_KEY_EXCLUDED = {"workers", "reference_workers", "cache", "scratch_dir", "reference_cache_mb", "large_problem_mb", "backend", "device"}
+_KEY_EXCLUDED = {
+    "workers",
+    "reference_workers",
+    "cache",
+    "scratch_dir",
+    "reference_cache_mb",
+    "large_problem_mb",
+    "backend",
+    "device",
+    "devices",
+    "engine",
+    "ray_address",
+    "ray_actors",
+}
 #: Verdicts after which a candidate worker is replaced rather than reused.
 _RETIRE_AFTER = {Verdict.REJECTED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}
 
@@ -150,7 +163,10 @@ class Evaluator:
         # The rules every config load applies (kz_core.config.RULES), for a section built by hand.
         check_section("eval", self.config)
         self.problems = {p.name: p for p in problems}
-        devices = resolve_devices(self.config)
+        settings = to_container(self.config)
+        self._config_key = json.dumps({k: v for k, v in settings.items() if k not in _KEY_EXCLUDED}, sort_keys=True)
+        ray_engine = str(getattr(self.config, "engine", "local")) == "ray"
+        devices = [] if ray_engine else resolve_devices(self.config)
         from kz_core.plugins import backends
 
         self.pm = get_plugin_manager()
@@ -163,22 +179,27 @@ class Evaluator:
         #: Waits and holds per lock (``Contention.snapshot()``): where candidates queue.
         self.contention = _contention if _contention is not None else Contention()
         #: One evaluator per device when there are several (empty: this one is the lane).
-        self.lanes: list[Evaluator] = []
-        self._multi = len(devices) > 1
+        self.lanes: list[Any] = []
+        self._multi = ray_engine or len(devices) > 1
+        self._ray_started = False
         if self._multi:
-            self.device = ",".join(devices)
             self._route_lock = threading.Lock()
-            self._homes: dict[str, Evaluator] = {}
+            self._homes: dict[str, Any] = {}
             self._in_flight: dict[int, int] = {}
             try:
+                if ray_engine:  # one lane per actor of a Ray cluster (kz_core/evaluate/ray_engine.py)
+                    from kz_core.evaluate.ray_engine import start_lanes
+
+                    self.lanes, self._ray_started = start_lanes(self.problems, self.config)
                 for device in devices:
                     lane = Evaluator(self.problems.values(), _on_device(self.config, device), _contention=self.contention)
                     lane.problems = self.problems  # one dict: problems added later reach every lane
                     self.lanes.append(lane)
-                    self._in_flight[id(lane)] = 0
             except BaseException:
                 self.close()
                 raise
+            self.device = ",".join(lane.device for lane in self.lanes)
+            self._in_flight = {id(lane): 0 for lane in self.lanes}
             #: Candidates each lane evaluated (``evaluate_one``), in the order of ``lanes``.
             self.lane_counts = [0] * len(self.lanes)
             return
@@ -228,8 +249,6 @@ class Evaluator:
         # Set in a thread evaluating a candidate again after the GPU ran out of memory:
         # its reservations take the whole budget.
         self._alone = threading.local()
-        settings = to_container(self.config)
-        self._config_key = json.dumps({k: v for k, v in settings.items() if k not in _KEY_EXCLUDED}, sort_keys=True)
         self._timing = TimingSettings(
             warmup_ms=self.config.warmup_ms,
             min_trials=self.config.min_trials if self.device != "cpu" else self.config.cpu_timing_trials,
@@ -273,8 +292,14 @@ class Evaluator:
             return
         self._closed = True
         if self._multi:
-            for lane in self.lanes:
-                lane.close()
+            try:
+                for lane in self.lanes:
+                    lane.close()
+            finally:
+                if self._ray_started:
+                    from kz_core.evaluate.ray_engine import shutdown
+
+                    shutdown(True)
             return
         try:
             self._candidate_pool.close()
@@ -324,11 +349,16 @@ class Evaluator:
             return self
         with self._route_lock:
 
-            def load(lane: Evaluator) -> float:
+            def load(lane: Any) -> float:
                 return self._in_flight[id(lane)] / max(1, lane.workers)
 
-            least = min(self.lanes, key=load)
-            home = self._homes.setdefault(problem, least)
+            alive = [lane for lane in self.lanes if not getattr(lane, "lost", False)]
+            if not alive:
+                raise EvaluatorError("every evaluator lane was lost (the Ray cluster's nodes died): finished results are kept in the journal")
+            least = min(alive, key=load)
+            home = self._homes.get(problem)
+            if home is None or getattr(home, "lost", False):
+                home = self._homes[problem] = least
             return home if load(home) < 1 or load(least) >= 1 else least
 
     @contextlib.contextmanager
@@ -418,8 +448,12 @@ class Evaluator:
         return await asyncio.to_thread(self.evaluate, candidates, progress)
 
     def journal_key(self, candidate: Candidate) -> str:
-        if self.lanes:  # the same key on every lane (the first lane's device names them)
+        if self.lanes and isinstance(self.lanes[0], Evaluator):  # the same key on every lane
             return self.lanes[0].journal_key(candidate)
+        if self.lanes:  # Ray actors: the same formula with their device and torch
+            problem = self.problems.get(candidate.problem)
+            lane = self.lanes[0]
+            return result_key(problem.content_hash if problem else "?", candidate.content_hash, candidate.backend, lane.actor_device, lane.torch, self._config_key)
         import torch
 
         problem = self.problems.get(candidate.problem)
@@ -442,9 +476,16 @@ class Evaluator:
                     self.reused += 1
                 return attrs.evolve(cached, sample_id=candidate.sample_id)
         if self.lanes:
-            lane = self.lane_for(candidate.problem)
-            with self._in_lane(lane):
-                result = lane.evaluate_one(candidate)  # the lane has no journal: kept here
+            from kz_core.evaluate.ray_engine import RayLaneLost
+
+            while True:
+                lane = self.lane_for(candidate.problem)
+                try:
+                    with self._in_lane(lane):
+                        result = lane.evaluate_one(candidate)  # the lane has no journal: kept here
+                    break
+                except RayLaneLost as exc:  # its node died: this candidate goes to another lane
+                    logger.warning("evaluator lane {} was lost ({}); {}/{} goes to another", lane.device, exc, candidate.problem, candidate.sample_id)
             if self.journal is not None and not any(f.check in INFRASTRUCTURE_CHECKS for f in result.findings):
                 self.journal.put(key, result)
             return result
