@@ -159,7 +159,7 @@ class StageTimings:
     static_s: float | None = None
     #: Getting the problem's reference outputs (computed, or waited for; ~0 when cached).
     reference_s: float | None = None
-    #: Waiting for a candidate worker, and for a large problem's turn on the GPU.
+    #: Waiting for a candidate worker, and for a large problem's GPU memory reservation.
     waiting_s: float | None = None
     compile_s: float | None = None
     correctness_s: float | None = None
