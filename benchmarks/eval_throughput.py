@@ -7,6 +7,7 @@ compile, five correctness trials, the size-variation trial, timing and the eager
 baseline. The first pass times baselines; the second finds them cached. Usage:
 
     python benchmarks/eval_throughput.py --problems problems.jsonl --level 1 --device cuda --workers 4
+    python benchmarks/eval_throughput.py --problems problems.jsonl --levels 1,2,3 --samples 8 --passes 1   # a sweep
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", required=True)
     parser.add_argument("--level", type=int, default=1)
+    parser.add_argument("--levels", default="", help="several levels, comma-separated (a sweep: --levels 1,2,3 --samples 8)")
+    parser.add_argument("--samples", type=int, default=1, help="candidates per problem (each a distinct source: none comes from a cache)")
     parser.add_argument("--limit", type=int, default=0, help="first N problems only")
     parser.add_argument("--ids", default="", help="only these problem ids, comma-separated (e.g. 34,95)")
     parser.add_argument("--device", default="cuda")
@@ -39,13 +42,21 @@ def main() -> None:
     from kz_core.evaluate import Evaluator
     from kz_core.model import Candidate
 
-    problems = kernelbench_problems(args.problems, args.level)
+    levels = [int(level) for level in args.levels.split(",")] if args.levels else [args.level]
+    problems = [p for level in levels for p in kernelbench_problems(args.problems, level)]
+    seen: set[str] = set()
+    for index, problem in enumerate(problems):  # a name two levels share gets its level in front
+        if problem.name in seen:
+            problems[index] = attrs.evolve(problem, name=f"level{problem.level}_{problem.name}")
+        seen.add(problems[index].name)
     if args.ids:
         wanted = {int(i) for i in args.ids.split(",")}
         problems = [p for p in problems if p.problem_id in wanted]
     if args.limit:
         problems = problems[: args.limit]
-    candidates = [Candidate(p.name, "triton", wrapping_candidate(p.code), "bench") for p in problems]
+    candidates = [
+        Candidate(p.name, "triton", wrapping_candidate(p.code) + (f"\n# sample {i}\n" if i else ""), f"bench-{i}") for p in problems for i in range(args.samples)
+    ]
     config = load_config(
         None,
         [f"eval.device={args.device}", f"eval.workers={args.workers}", "eval.guards=warn", "eval.baselines=[eager]", "eval.time_budget_ms=300"],
@@ -103,7 +114,10 @@ def main() -> None:
             )
             evaluator.contention.reset()
             print(passes[-1], flush=True)
-    write_json(args.out, {"benchmark": "eval_throughput", "level": args.level, "workers": args.workers, "versions": versions(), "passes": passes})
+    write_json(
+        args.out,
+        {"benchmark": "eval_throughput", "levels": levels, "samples": args.samples, "workers": args.workers, "versions": versions(), "passes": passes},
+    )
 
 
 def _locks(snapshot: dict[str, dict[str, float]]) -> str:

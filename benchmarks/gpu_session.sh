@@ -94,6 +94,9 @@ for what in "$@"; do
       KZ_CACHE_DIR=$(mktemp -d) stage "throughput_w${KZ_EVAL_WORKERS:-4}" timeout "${KZ_EVAL_S:-300}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --level 1 --limit "${KZ_EVAL_LIMIT:-100}" --device cuda --workers "${KZ_EVAL_WORKERS:-4}" --passes "${KZ_EVAL_PASSES:-1}" \
         --out "$OUT/throughput_w${KZ_EVAL_WORKERS:-4}.json" ;;
+    sweep)  # issue 19's sweep: KernelBench levels 1-3, 8 candidates per problem, cold
+      KZ_CACHE_DIR=$(mktemp -d) stage sweep timeout "${KZ_SWEEP_S:-590}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
+        --levels "${KZ_SWEEP_LEVELS:-1,2,3}" --samples "${KZ_SWEEP_SAMPLES:-8}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 --out "$OUT/sweep.json" ;;
     bench-cuda) stage cuda_compile timeout "${KZ_CUDA_S:-200}" $PY benchmarks/cuda_compile.py --out "$OUT/cuda_compile.json" ;;
     sampling) stage sampling timeout "${KZ_SAMPLING_S:-120}" $PY benchmarks/sampling_throughput.py --problems .kb/problems.jsonl --level 1 --prompts 8 --n 8 --batch-sizes 8 --out "$OUT/sampling.json" ;;
     train-coder)
