@@ -391,7 +391,9 @@ class Evaluator:
                     # Calls below eval.large_problem_mb reserve nothing: each worker may have
                     # a candidate's worth of them on the GPU without asking.
                     unreserved = self._candidate_pool.size * FOOTPRINTS_PER_CANDIDATE * (int(self.config.large_problem_mb) << 20)
-                    total = int(identity.get("memory_bytes", 0))
+                    # The memory free when the first worker started (another process, such as
+                    # kz train's policy on the same GPU, may hold some), else the total.
+                    total = int(identity.get("memory_free_bytes") or identity.get("memory_bytes", 0))
                     capacity = budget_bytes(total, processes) - unreserved if total else 0
                 self._memory = MemoryBudget(capacity, self.contention)
             return self._memory

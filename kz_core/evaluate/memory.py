@@ -86,6 +86,7 @@ class MemoryBudget:
 
 
 def budget_bytes(total_bytes: int, processes: int) -> int:
-    """What candidates may reserve of a GPU with ``total_bytes``: 85 % of it, less a CUDA
-    context (about 0.6 GB) for each of the ``processes`` kz keeps on it."""
+    """What candidates may reserve of a GPU with ``total_bytes`` free for kz (what was free
+    when its first worker started): 85 % of it, less a CUDA context (about 0.6 GB) for each
+    of the ``processes`` kz keeps on it."""
     return max(1 << 30, int(total_bytes * 0.85) - processes * (640 << 20))

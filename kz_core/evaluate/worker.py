@@ -118,6 +118,9 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             info["driver"] = str(torch.version.cuda or "")
             info["l2_bytes"] = int(getattr(props, "L2_cache_size", 0))
             info["memory_bytes"] = int(props.total_memory)
+            # What was free when this worker started: less than the total where another
+            # process (kz train's policy, on the same GPU) holds memory.
+            info["memory_free_bytes"] = int(torch.cuda.mem_get_info(self.device)[0])
         return info
 
     def seal_shared_caches(self) -> None:
