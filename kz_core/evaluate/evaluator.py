@@ -128,13 +128,13 @@ def resolve_devices(config: Any) -> list[str]:
     return [resolve_device(config.device)]
 
 
-def _on_device(config: Any, device: str) -> Any:
+def _on_device(config: Any, device: str, **more: Any) -> Any:
     """A copy of the ``eval`` section for one device (a lane of a multi-device evaluator)."""
     if dataclasses.is_dataclass(config):
-        return dataclasses.replace(config, device=device, devices=[])
+        return dataclasses.replace(config, device=device, devices=[], **more)
     from omegaconf import OmegaConf
 
-    return OmegaConf.merge(config, {"device": device, "devices": []})
+    return OmegaConf.merge(config, {"device": device, "devices": [], **more})
 
 
 def _default_workers(device: str) -> int:
@@ -545,8 +545,11 @@ class Evaluator:
         ``kz check`` uses it to find format, static and compiler errors before any GPU time
         is spent (NVRTC compiles CUDA on a CPU).
         """
-        if self.lanes:  # nothing runs: one device's workers compile them all
+        if self.lanes and isinstance(self.lanes[0], Evaluator):  # nothing runs: one device's workers compile them all
             return self.lanes[0].check(candidates, progress)
+        if self.lanes:  # Ray actors: nothing runs, so this host compiles them (as a CPU can)
+            with Evaluator(self.problems.values(), _on_device(self.config, "cpu", engine="local")) as evaluator:
+                return evaluator.check(candidates, progress)
         results: list[CheckResult | None] = [None] * len(candidates)
         with concurrent.futures.ThreadPoolExecutor(max_workers=self._candidate_pool.size + 1, thread_name_prefix="kz-check") as executor:
             futures = {executor.submit(self._evaluate, candidate, True): i for i, candidate in enumerate(candidates)}

@@ -62,3 +62,11 @@ def test_ray_lanes_give_the_same_verdicts_and_survive_a_lost_node(cluster, examp
         later = evaluator.evaluate(again, progress=progress)
         assert killed.is_set() and [r.verdict for r in later] == [Verdict.CORRECT] * 4, [r.message for r in later]
         assert sum(1 for lane in evaluator.lanes if lane.lost) <= 1 and len(journal) == 8
+
+
+def test_kz_check_with_the_ray_engine_compiles_here(cluster, example_problems):
+    """Nothing runs in a check, so no actor is needed for it: the driver compiles."""
+    config = eval_config("eval.engine=ray", "eval.workers=1")
+    with Evaluator(example_problems, config) as evaluator:
+        checked = evaluator.check(example_candidates()[:2])
+    assert [c.status for c in checked] == ["compiled", "compiled"], [c.message for c in checked]
