@@ -318,6 +318,13 @@ class BackendInfo:
         (``{"TRITON_INTERPRET": "1"}``); a mapping, kept as sorted pairs.
     :ivar preload: modules the sandbox's zygote imports once, before it forks any worker,
         so that each candidate does not import them again; none may initialise CUDA.
+    :ivar environment: ``(role, variable, template)`` triples: what a worker of ``role``
+        gets in its environment (``candidate``, ``executor``, ``sealed_executor`` once an
+        executor runs the problem's code, ``reference``, ``trusted`` for unsandboxed
+        workers, where it does not replace a value already set); ``{scratch}`` is the
+        worker's scratch folder, ``{cache}`` the kz cache (Triton's cache per role).
+    :ivar shared_caches: folders of the kz cache that executors write (kz's code only, before
+        the problem's) and candidate workers read (``triton-executor``).
     :ivar builder: ``"module:function"`` that builds what a candidate builds at import
         (``function(arguments, folder, device) -> dict``, run by kz's trusted builder), for
         backends that defer their builds (``kz_core.evaluate.builds``); empty: none.
@@ -334,6 +341,8 @@ class BackendInfo:
     versions: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     cpu_environment: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=lambda m: tuple(sorted(dict(m).items())))
     preload: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    environment: tuple[tuple[str, str, str], ...] = attrs.field(default=(), converter=lambda items: tuple(tuple(item) for item in items))
+    shared_caches: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     builder: str = ""
     build_identity: str = ""
 

@@ -58,7 +58,7 @@ from kz_core.evaluate.judge import (
     summary_message,
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
-from kz_core.evaluate.sandbox import EXECUTOR_CACHES, SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess
+from kz_core.evaluate.sandbox import SandboxSettings, executor_caches, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess
 from kz_core.evaluate.timing import GRAPH_CLOCK, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.serialization import from_json_dict
@@ -216,15 +216,16 @@ class Evaluator:
         workers = self.config.workers or _default_workers(self.device)
         from kz_core.paths import cache_dir
 
+        shared = executor_caches()  # the backends' kernel caches that executors write
         sandboxed = SandboxSettings(
             cpu_budget_s=self.config.cpu_time_limit_s,
-            executor_write_paths=tuple(str(cache_dir(create=True) / name) for name in EXECUTOR_CACHES),
-            # Candidate workers read (never write) what executors compiled with Triton and
-            # what kz's builder built for them (kz_core/evaluate/builds.py).
-            read_paths=(str(cache_dir() / "triton-executor"), str(cache_dir() / BUILDS_FOLDER)),
+            executor_write_paths=tuple(str(cache_dir(create=True) / name) for name in shared),
+            # Candidate workers read (never write) what executors compiled and what kz's
+            # builder built for them (kz_core/evaluate/builds.py).
+            read_paths=(*(str(cache_dir() / name) for name in shared), str(cache_dir() / BUILDS_FOLDER)),
             **common,
         )
-        for name in (*EXECUTOR_CACHES, BUILDS_FOLDER):
+        for name in (*shared, BUILDS_FOLDER):
             (cache_dir() / name).mkdir(parents=True, exist_ok=True)
         self._shared_builds = SharedBuilds(cache_dir() / BUILDS_FOLDER)
         self._builder_pool: WorkerPool | None = None

@@ -132,8 +132,29 @@ def kill_marked_processes(marker: str) -> int:
 
 #: Roles whose workers are forked fresh by the zygote for each candidate.
 SANDBOXED_ROLES = frozenset({"candidate", "executor"})
-#: Shared folders, under the user's cache, that executors (never candidates) write.
-EXECUTOR_CACHES = ("triton-executor", "nvrtc")
+#: Roles of ``BackendInfo.environment``.
+ENVIRONMENT_ROLES = frozenset({"candidate", "executor", "sealed_executor", "reference", "trusted"})
+
+
+def executor_caches() -> tuple[str, ...]:
+    """Shared folders, under the user's cache, that executors (never candidates) write:
+    what the registered backends declare (``BackendInfo.shared_caches``)."""
+    from kz_core.plugins import backends
+
+    return tuple(dict.fromkeys(name for info in backends().values() for name in info.shared_caches))
+
+
+def backend_environment(role: str, scratch: Path | str, cache: Path | str) -> dict[str, str]:
+    """What the registered backends give a worker of ``role`` (``BackendInfo.environment``),
+    with ``{scratch}`` and ``{cache}`` filled in."""
+    from kz_core.plugins import backends
+
+    values = {}
+    for info in backends().values():
+        for entry_role, variable, template in info.environment:
+            if entry_role == role:
+                values[variable] = template.format(scratch=str(scratch), cache=str(cache))
+    return values
 
 
 def device_environment(device: str) -> dict[str, str]:
@@ -336,13 +357,17 @@ class WorkerProcess:
         env["TMPDIR"] = str(self.scratch)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env.setdefault("OMP_NUM_THREADS", str(settings.threads))
+        # What the backends give each role (their kernel caches: Triton's, for one).
+        # Nothing a candidate compiles may reach a cache that another process reads; it
+        # may read what executors compiled (BackendInfo.shared_caches).
+        kind = role if role in ("candidate", "executor") else "reference" if zygote is not None else "trusted"
+        for variable, value in backend_environment(kind, self.scratch, cache_dir()).items():
+            if kind == "trusted":
+                env.setdefault(variable, value)
+            else:
+                env[variable] = value
         if role == "candidate":
-            # Nothing a candidate compiles may reach a cache that another process reads;
-            # it may read what executors compiled (kz_core/evaluate/triton_cache.py).
             env["KZ_CACHE_DIR"] = str(self.scratch / "cache")
-            env["TRITON_CACHE_DIR"] = str(self.scratch / "triton-cache")
-            env["TRITON_CACHE_MANAGER"] = "kz_core.evaluate.triton_cache:LayeredCacheManager"
-            env["KZ_TRITON_READ_CACHE"] = str(cache_dir() / "triton-executor")
             # Builds shared between candidates, made by kz's trusted builder: read here, and
             # a missing one is deferred to the builder (kz_core/evaluate/builds.py).
             from kz_core.evaluate import builds
@@ -351,14 +376,11 @@ class WorkerProcess:
             env[builds.DEFER_ENV] = "1"
         elif role == "executor":
             env["KZ_CACHE_DIR"] = str(cache_dir())
-            env["TRITON_CACHE_DIR"] = str(cache_dir() / "triton-executor")
         elif zygote is not None:  # a sandboxed reference worker: caches of its own
             env["KZ_CACHE_DIR"] = str(self.scratch / "cache")
-            env["TRITON_CACHE_DIR"] = str(self.scratch / "triton-cache")
             env["TORCHINDUCTOR_CACHE_DIR"] = str(self.scratch / "inductor-cache")
         else:
             env.setdefault("KZ_CACHE_DIR", str(cache_dir()))
-            env.setdefault("TRITON_CACHE_DIR", str(self.scratch / "triton-cache"))
         try:
             if zygote is not None:
                 spec = sandbox_spec(role, device, self.scratch, self.log_path, env, settings, zygote.support)

@@ -130,16 +130,16 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
         An executor writes the shared kernel caches while it builds the candidate's
         kernels (kz's code only), then runs the problem's ``get_inputs`` and constructor,
         which may be model-written (the Proposer's modules). Triton now writes into this
-        worker's scratch folder and reads the shared cache (as candidate workers do), and a
-        second Landlock layer takes the shared caches off the writable folders."""
+        worker's scratch folder and reads the shared cache (as candidate workers do: the
+        backends' ``sealed_executor`` environment), and a second Landlock layer takes the
+        shared caches off the writable folders."""
         if self.sealed or self.role != "executor":
             return
         self.sealed = True
-        shared = os.environ.get("TRITON_CACHE_DIR", "")
-        os.environ["TRITON_CACHE_DIR"] = str(self.scratch_root / "triton-cache")
-        if shared:
-            os.environ["KZ_TRITON_READ_CACHE"] = shared
-            os.environ["TRITON_CACHE_MANAGER"] = "kz_core.evaluate.triton_cache:LayeredCacheManager"
+        from kz_core.evaluate.sandbox import backend_environment
+        from kz_core.paths import cache_dir
+
+        os.environ.update(backend_environment("sealed_executor", self.scratch_root, cache_dir()))
         spec = self.sandbox
         if spec and spec.get("landlock"):
             from kz_core.evaluate import isolation

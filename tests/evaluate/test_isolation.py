@@ -203,7 +203,7 @@ def test_an_older_journal_without_signatures_is_opened_and_re_evaluated(tmp_path
 def test_a_candidates_triton_cache_reads_the_executors_and_writes_its_own(tmp_path, monkeypatch):
     import json
 
-    from kz_core.evaluate.triton_cache import LayeredCacheManager
+    LayeredCacheManager = pytest.importorskip("kz_backend_triton.cache").LayeredCacheManager
 
     own, shared = tmp_path / "own", tmp_path / "shared"
     monkeypatch.setenv("TRITON_CACHE_DIR", str(own))
@@ -217,3 +217,50 @@ def test_a_candidates_triton_cache_reads_the_executors_and_writes_its_own(tmp_pa
     written = cache.put(b"compiled by the candidate", "mine.bin")
     assert written.startswith(str(own)) and not (shared / "KEY" / "mine.bin").exists()
     assert cache.get_file("absent") is None
+
+
+def test_triton_caches_come_from_the_plugins_registration(tmp_path):
+    """The core names no Triton variable: each role's cache settings are the Triton plugin's
+    (BackendInfo.environment and shared_caches), as the sandbox used to hard-code them."""
+    pytest.importorskip("kz_backend_triton")
+    from kz_core.evaluate.sandbox import backend_environment, executor_caches
+
+    scratch, cache = tmp_path / "scratch", tmp_path / "cache"
+    layered = {
+        "TRITON_CACHE_DIR": f"{scratch}/triton-cache",
+        "TRITON_CACHE_MANAGER": "kz_backend_triton.cache:LayeredCacheManager",
+        "KZ_TRITON_READ_CACHE": f"{cache}/triton-executor",
+    }
+    assert backend_environment("candidate", scratch, cache) == layered
+    assert backend_environment("sealed_executor", scratch, cache) == layered
+    assert backend_environment("executor", scratch, cache) == {"TRITON_CACHE_DIR": f"{cache}/triton-executor"}
+    assert backend_environment("reference", scratch, cache) == {"TRITON_CACHE_DIR": f"{scratch}/triton-cache"}
+    assert "triton-executor" in executor_caches()
+    core = Path(__file__).resolve().parents[2] / "kz_core"
+    named = [str(p.relative_to(core)) for p in core.rglob("*.py") if "TRITON_CACHE_MANAGER" in p.read_text() or "KZ_TRITON_READ_CACHE" in p.read_text()]
+    assert not named, f"the core names Triton's cache variables in {named}"
+
+
+@pytest.mark.triton
+def test_a_candidate_worker_gets_the_layered_triton_cache(tmp_path, monkeypatch):
+    """End to end: a candidate that checks its own environment (and imports the cache
+    manager Triton will load) is correct only when the sandbox set them."""
+    monkeypatch.setenv("KZ_CACHE_DIR", str(tmp_path / "cache"))
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate, Problem, Verdict
+
+    from .conftest import EXAMPLE_CANDIDATES, REPO, eval_config
+
+    probe = """
+import os as _os
+import importlib as _importlib
+_module, _, _name = _os.environ["TRITON_CACHE_MANAGER"].partition(":")
+getattr(_importlib.import_module(_module), _name)
+if not _os.environ["KZ_TRITON_READ_CACHE"].endswith("triton-executor") or "triton-cache" not in _os.environ["TRITON_CACHE_DIR"]:
+    raise RuntimeError("the sandbox did not set Triton's cache")
+"""
+    honest = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
+    problem = Problem("1_vector_add", (REPO / "examples" / "problems" / "1_vector_add.py").read_text())
+    with Evaluator([problem], eval_config("eval.workers=1")) as evaluator:
+        [result] = evaluator.evaluate([Candidate("1_vector_add", "triton", probe + honest, "probe")])
+    assert result.verdict is Verdict.CORRECT, result.message

@@ -39,6 +39,7 @@ def register_backends(register):
             ),
             versions=("cuda-python",),
             preload=("kz_backend_cuda.api", "cuda.bindings.driver"),
+            shared_caches=("nvrtc",),  # cubins executors compile (kz_backend_cuda/nvrtc.py)
         )
     )
     register(

@@ -14,6 +14,10 @@ from kz_backend_triton.checks import check_triton_source
 BACKEND = "triton"
 
 
+#: Triton's cache manager in candidate workers and sealed executors.
+LAYERED_CACHE = "kz_backend_triton.cache:LayeredCacheManager"
+
+
 @hookimpl
 def register_backends(register):
     register(
@@ -36,6 +40,20 @@ def register_backends(register):
                 "kz_backend_triton.launches",
                 "kz_backend_triton.compile",
                 "kz_backend_triton.trusted",
+            ),
+            # Triton's kernel cache per role: executors (kz's code only) write the shared one
+            # and candidates read it beside a cache of their own (kz_backend_triton/cache.py).
+            shared_caches=("triton-executor",),
+            environment=(
+                ("candidate", "TRITON_CACHE_DIR", "{scratch}/triton-cache"),
+                ("candidate", "TRITON_CACHE_MANAGER", LAYERED_CACHE),
+                ("candidate", "KZ_TRITON_READ_CACHE", "{cache}/triton-executor"),
+                ("executor", "TRITON_CACHE_DIR", "{cache}/triton-executor"),
+                ("sealed_executor", "TRITON_CACHE_DIR", "{scratch}/triton-cache"),
+                ("sealed_executor", "TRITON_CACHE_MANAGER", LAYERED_CACHE),
+                ("sealed_executor", "KZ_TRITON_READ_CACHE", "{cache}/triton-executor"),
+                ("reference", "TRITON_CACHE_DIR", "{scratch}/triton-cache"),
+                ("trusted", "TRITON_CACHE_DIR", "{scratch}/triton-cache"),
             ),
         )
     )

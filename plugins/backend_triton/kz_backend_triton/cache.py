@@ -8,7 +8,8 @@ Triton writes into the worker's scratch folder as usual and also *reads* what ex
 compiled before (``KZ_TRITON_READ_CACHE``): the stubs, and any kernel an executor built for
 the same source. Executors run no candidate code, so what they cached is trusted; the
 worker's Landlock rules let it read that folder and not write it. Runs inside candidate
-workers only.
+workers, and in executors once they are sealed. This plugin's registration names it for
+those roles (``BackendInfo.environment``, ``plugin.py``); the core names no Triton variable.
 """
 
 from __future__ import annotations
