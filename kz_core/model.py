@@ -323,6 +323,10 @@ class BackendInfo:
         executor runs the problem's code, ``reference``, ``trusted`` for unsandboxed
         workers, where it does not replace a value already set); ``{scratch}`` is the
         worker's scratch folder, ``{cache}`` the kz cache (Triton's cache per role).
+    :ivar packages: import packages whose folders sandboxed workers must read beside the
+        core's and torch's (``("triton", "kz_backend_triton")``).
+    :ivar passthrough: variables of the user's environment its workers may inherit
+        (a compiler's path, for example); everything not allowed is dropped.
     :ivar shared_caches: folders of the kz cache that executors write (kz's code only, before
         the problem's) and candidate workers read (``triton-executor``).
     :ivar builder: ``"module:function"`` that builds what a candidate builds at import
@@ -343,6 +347,8 @@ class BackendInfo:
     preload: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     environment: tuple[tuple[str, str, str], ...] = attrs.field(default=(), converter=lambda items: tuple(tuple(item) for item in items))
     shared_caches: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    packages: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    passthrough: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     builder: str = ""
     build_identity: str = ""
 

@@ -340,7 +340,7 @@ def _readable_by_others() -> bool:
     import sysconfig
 
     probes = [sysconfig.get_paths()["stdlib"], os.path.dirname(json.__file__)]
-    for name in ("torch", "kz_core", "triton", "numpy"):
+    for name in ("torch", "kz_core", "numpy"):
         module = sys.modules.get(name)
         if module is not None and getattr(module, "__file__", None):
             probes.append(os.path.dirname(module.__file__))
@@ -654,7 +654,11 @@ def _read_paths() -> tuple[str, ...]:
     # except the working directory, which usually holds the run folders.
     cwd = os.path.realpath(os.getcwd())
     paths += [p for p in sys.path if p and os.path.isdir(p) and os.path.realpath(p) != cwd and not cwd.startswith(os.path.realpath(p) + os.sep)]
-    for name in ("kz_core", "torch", "triton", "numpy", "cuda", "nvidia", "kz_backend_triton", "kz_backend_cuda"):
+    from kz_core.plugins import backends
+
+    # nvidia: the CUDA libraries of torch's own wheels (nvidia-cublas-cu12 and the like).
+    packages = ["kz_core", "torch", "numpy", "nvidia", *(name for info in backends().values() for name in info.packages)]
+    for name in dict.fromkeys(packages):  # the core's, and what each backend needs (BackendInfo.packages)
         spec = importlib.util.find_spec(name) if name not in sys.modules else getattr(sys.modules[name], "__spec__", None)
         for location in (getattr(spec, "submodule_search_locations", None) or []) if spec else []:
             paths.append(location)

@@ -50,8 +50,7 @@ from kz_core.paths import cache_dir
 ENV_ALLOWLIST = frozenset(
     """PATH HOME USER LOGNAME LANG LANGUAGE LC_ALL LC_CTYPE TZ TMPDIR PYTHONPATH PYTHONHASHSEED
     VIRTUAL_ENV CUDA_VISIBLE_DEVICES CUDA_HOME CUDA_PATH CUDA_DEVICE_ORDER LD_LIBRARY_PATH
-    NVIDIA_VISIBLE_DEVICES NVIDIA_DRIVER_CAPABILITIES TRITON_CACHE_DIR TRITON_HOME
-    TRITON_PTXAS_PATH TRITON_LIBCUDA_PATH TORCH_HOME TORCHINDUCTOR_CACHE_DIR
+    NVIDIA_VISIBLE_DEVICES NVIDIA_DRIVER_CAPABILITIES TORCH_HOME TORCHINDUCTOR_CACHE_DIR
     TORCH_EXTENSIONS_DIR TORCH_CUDA_ARCH_LIST CC CXX KZ_LOAD_PLUGINS KZ_CACHE_DIR
     XDG_CACHE_HOME MAX_JOBS""".split()
 )
@@ -103,8 +102,12 @@ class SandboxSettings:
 
 
 def scrubbed_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The parent's environment reduced to :data:`ENV_ALLOWLIST`, minus secret-looking names."""
-    env = {k: v for k, v in os.environ.items() if (k in ENV_ALLOWLIST or k.startswith("LC_")) and not SECRET_NAME.search(k)}
+    """The parent's environment reduced to :data:`ENV_ALLOWLIST` and what the backends let
+    through (``BackendInfo.passthrough``), minus secret-looking names."""
+    from kz_core.plugins import backends
+
+    allowed = ENV_ALLOWLIST | {name for info in backends().values() for name in info.passthrough}
+    env = {k: v for k, v in os.environ.items() if (k in allowed or k.startswith("LC_")) and not SECRET_NAME.search(k)}
     env.update(extra or {})
     return env
 

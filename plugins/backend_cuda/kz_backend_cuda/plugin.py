@@ -40,6 +40,7 @@ def register_backends(register):
             versions=("cuda-python",),
             preload=("kz_backend_cuda.api", "cuda.bindings.driver"),
             shared_caches=("nvrtc",),  # cubins executors compile (kz_backend_cuda/nvrtc.py)
+            packages=("cuda", "kz_backend_cuda"),
         )
     )
     register(
@@ -53,6 +54,7 @@ def register_backends(register):
                 "call the compiled functions from ModelNew.forward."
             ),
             # Extensions are built once by kz's trusted builder and shared (kz_core/evaluate/builds.py).
+            packages=("cuda", "kz_backend_cuda"),
             builder="kz_backend_cuda.inline_build:build_shared",
             build_identity="kz_backend_cuda.inline_build:build_identity",
         )

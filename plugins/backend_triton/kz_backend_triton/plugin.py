@@ -44,6 +44,8 @@ def register_backends(register):
             # Triton's kernel cache per role: executors (kz's code only) write the shared one
             # and candidates read it beside a cache of their own (kz_backend_triton/cache.py).
             shared_caches=("triton-executor",),
+            packages=("triton", "kz_backend_triton"),
+            passthrough=("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH"),
             environment=(
                 ("candidate", "TRITON_CACHE_DIR", "{scratch}/triton-cache"),
                 ("candidate", "TRITON_CACHE_MANAGER", LAYERED_CACHE),
