@@ -219,10 +219,10 @@ def test_a_candidates_triton_cache_reads_the_executors_and_writes_its_own(tmp_pa
     assert cache.get_file("absent") is None
 
 
+@pytest.mark.triton
 def test_triton_caches_come_from_the_plugins_registration(tmp_path):
     """The core names no Triton variable: each role's cache settings are the Triton plugin's
     (BackendInfo.environment and shared_caches), as the sandbox used to hard-code them."""
-    pytest.importorskip("kz_backend_triton")
     from kz_core.evaluate.sandbox import backend_environment, executor_caches
 
     scratch, cache = tmp_path / "scratch", tmp_path / "cache"
