@@ -187,3 +187,31 @@ def test_a_candidate_that_met_a_full_gpu_is_evaluated_again_alone(tmp_path):
         evaluator._evaluate = lambda candidate, compile_only=False: (attempts.append(True), failed)[1]
         assert evaluator.evaluate_one(Candidate("p", "triton", "", "s")).verdict is Verdict.RUNTIME_ERROR
         assert len(attempts) == 2  # once more, not forever
+
+
+@pytest.mark.gpu
+@pytest.mark.triton
+def test_large_problems_at_once_never_run_an_honest_kernel_out_of_gpu_memory():
+    """The H200 case that failed honest kernels before the budget: several problems of
+    18 GB per call (two 6 GB inputs, a 6 GB output) recorded, replayed, compared and timed
+    by four workers at once. Every honest candidate is correct; a candidate that met a full
+    GPU anyway was evaluated again alone (and says so)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate, Problem, Verdict
+
+    from .conftest import EXAMPLE_CANDIDATES, REPO, eval_config
+
+    add = (REPO / "examples" / "problems" / "1_vector_add.py").read_text()
+    honest = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
+    problems = [Problem(f"big_add_{i}", add.replace("n = 5000", f"n = {1_500_000_000 + 1024 * i}")) for i in range(4)]
+    config = eval_config("eval.device=cuda", "eval.workers=4", "eval.run_timeout_s=600", "eval.baselines=[eager]")
+    with Evaluator(problems, config) as evaluator:
+        results = evaluator.evaluate([Candidate(p.name, "triton", honest, "honest") for p in problems])
+        capacity = evaluator.memory_budget().capacity
+    assert capacity > 0
+    for result in results:
+        assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
