@@ -735,6 +735,13 @@ class Evaluator:
                 record = reply.get("record") if isinstance(reply.get("record"), dict) else {}
                 if record.get("status") == "unavailable":
                     return Finding("not_run", f"{record.get('message', 'this machine cannot build it')}; not the candidate's fault")
+                # Nothing of the build may still run while its folder is checked and moved
+                # (a compiler driven by the candidate's flags could swap a file for a link).
+                builder.kill()
+                with contextlib.suppress(Exception):
+                    builder.process.wait(timeout=30)
+                if builder.process.poll() is None:
+                    return Finding("compile_error", "kz's builder did not end: its build is not shared")
                 if not publish(builder.scratch / "build", shared.root, backend, key):
                     return Finding("compile_error", "kz's builder left something other than plain files and folders: not shared")
         return None
