@@ -220,7 +220,12 @@ def select_modules(stats: Sequence[ModuleStats], k: int, config: FrontierConfig)
     replayed = _best(older, scores, min(round(k * config.replay_share), k))
     fresh = _best([name for name in names if name not in replayed], scores, k - len(replayed))
     chosen = _best(replayed + fresh, scores, k)
+    return _selection(records, chosen, scores, k)
 
+
+def _selection(records: Sequence[ModuleStats], chosen: Sequence[str], scores: Mapping[str, float], k: int) -> FrontierSelection:
+    """The selection of ``chosen`` modules: their scores and up to ``k`` distinct, sorted,
+    non-empty API sets, in the order of ``chosen``."""
     apis_of = {record.module: record.apis for record in records}
     api_sets: list[tuple[str, ...]] = []
     for name in chosen:
@@ -246,13 +251,7 @@ def select_uniform(stats: Sequence[ModuleStats], k: int, config: FrontierConfig)
     scores = module_scores(records, config)
     digest = hashlib.sha256(repr([(r.module, r.samples, r.correct) for r in records]).encode()).digest()
     chosen = random.Random(int.from_bytes(digest[:8], "big")).sample([r.module for r in records], min(k, len(records)))
-    apis_of = {record.module: record.apis for record in records}
-    api_sets: list[tuple[str, ...]] = []
-    for name in chosen:
-        api_set = tuple(sorted(set(apis_of[name])))
-        if api_set and api_set not in api_sets:
-            api_sets.append(api_set)
-    return FrontierSelection(modules=tuple(chosen), api_sets=tuple(api_sets), scores={name: scores[name] for name in chosen})
+    return _selection(records, chosen, scores, k)
 
 
 #: The selectors the core answers ``select_frontier`` for, by ``frontier.name``.

@@ -45,7 +45,7 @@ from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.builds import FOLDER as BUILDS_FOLDER, SharedBuilds, publish, shared_key, validate_deferred
 from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import Journal, result_key
-from kz_core.evaluate.memory import FOOTPRINTS_PER_CANDIDATE, MemoryBudget, budget_bytes
+from kz_core.evaluate.memory import FOOTPRINTS_PER_CANDIDATE, MemoryBudget, budget_bytes, is_gpu_oom
 from kz_core.evaluate.plans import plan_compute_ops, plan_drift
 from kz_core.evaluate.replies import ReplyError, validate_execution, validate_load, validate_timed, validate_trials
 from kz_core.evaluate.judge import (
@@ -1164,16 +1164,12 @@ class Evaluator:
 #: what the last deferred; ``load_inline`` calls in a row defer one at a time).
 MAX_BUILD_ROUNDS = 6
 
-#: How torch reports a GPU that ran out of memory (``torch.OutOfMemoryError``).
-_GPU_OOM = ("CUDA out of memory", "OutOfMemoryError")
-
-
 def ran_out_of_gpu_memory(result: EvalResult) -> bool:
     """Whether ``result`` failed because a GPU ran out of memory (in the candidate's
     processes or in the reference's): its findings say so."""
     if result.verdict is Verdict.CORRECT:
         return False
-    return any(f.severity is Severity.ERROR and any(text in f.message for text in _GPU_OOM) for f in result.findings)
+    return any(f.severity is Severity.ERROR and is_gpu_oom(f.message) for f in result.findings)
 
 
 #: Findings an executor (trusted) may name for a failed replay.

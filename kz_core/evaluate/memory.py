@@ -37,6 +37,15 @@ FOOTPRINTS_PER_CANDIDATE = 2
 FIRST_REFERENCE_SHARE = 0.4
 
 
+#: How torch reports a GPU that ran out of memory (``torch.OutOfMemoryError``).
+GPU_OOM = ("CUDA out of memory", "OutOfMemoryError")
+
+
+def is_gpu_oom(text: str) -> bool:
+    """Whether an error message says a GPU ran out of memory."""
+    return any(marker in text for marker in GPU_OOM)
+
+
 class MemoryBudget:
     """Bytes of one GPU's memory, reserved first come, first served.
 

@@ -20,7 +20,6 @@ import contextlib
 import json
 import secrets
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,7 +29,7 @@ from loguru import logger
 from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import BaselineCache, result_key
-from kz_core.evaluate.memory import FIRST_REFERENCE_SHARE, MemoryBudget
+from kz_core.evaluate.memory import FIRST_REFERENCE_SHARE, MemoryBudget, is_gpu_oom
 from kz_core.evaluate.sandbox import WorkerPool
 from kz_core.evaluate.timing import TimingSettings
 from kz_core.evaluate.variants import size_variations
@@ -98,41 +97,42 @@ class SharedExclusiveLock:
         self._waiting_exclusive = 0
         self._contention = contention
 
+    def shared(self) -> contextlib.AbstractContextManager[None]:
+        return self._timed("gpu shared", self._hold_shared())
+
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        return self._timed("gpu exclusive", self._hold_exclusive())
+
+    def _timed(self, name: str, lock: contextlib.AbstractContextManager[None]) -> contextlib.AbstractContextManager[None]:
+        return self._contention.hold(name, lock) if self._contention is not None else lock
+
     @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        asked = time.perf_counter()
+    def _hold_shared(self) -> Iterator[None]:
         with self._condition:
             while self._exclusive or self._waiting_exclusive:
                 self._condition.wait()
             self._shared += 1
-        got = time.perf_counter()
         try:
             yield
         finally:
             with self._condition:
                 self._shared -= 1
                 self._condition.notify_all()
-            if self._contention is not None:
-                self._contention.record("gpu shared", got - asked, time.perf_counter() - got)
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        asked = time.perf_counter()
+    def _hold_exclusive(self) -> Iterator[None]:
         with self._condition:
             self._waiting_exclusive += 1
             while self._exclusive or self._shared:
                 self._condition.wait()
             self._waiting_exclusive -= 1
             self._exclusive = True
-        got = time.perf_counter()
         try:
             yield
         finally:
             with self._condition:
                 self._exclusive = False
                 self._condition.notify_all()
-            if self._contention is not None:
-                self._contention.record("gpu exclusive", got - asked, time.perf_counter() - got)
 
 
 class ReferenceService:
@@ -194,7 +194,7 @@ class ReferenceService:
                     self._records.move_to_end(key)
                     return self._records[key]
             record = self._compute(problem)
-            if any(text in record.error for text in ("CUDA out of memory", "OutOfMemoryError")):
+            if is_gpu_oom(record.error):
                 return record  # the GPU was full: not this problem's fault, so not kept
             with self._records_lock:
                 self._records[key] = record

@@ -708,40 +708,34 @@ class WorkerPool:
                 self._live += 1
         if evicted is not None:
             evicted.shutdown()
-
-        def start() -> None:
-            try:
-                worker = self._start()
-            except BaseException as exc:  # noqa: BLE001 - the next acquire starts one itself
-                if not self._closed:
-                    logger.warning("could not start a spare {} worker on {}: {}", self.role, self.device, exc)
-                return
-            self._idle.put(worker)
-
-        thread = threading.Thread(target=start, daemon=True)
         with self._lock:
-            self._starting = [t for t in self._starting if t.is_alive()] + [thread]
-        thread.start()
+            self._start_in_background("spare")
 
     def _replace(self) -> None:
         """A worker left the pool: start its replacement in the background."""
+        with self._lock:
+            if self._closed:
+                self._live -= 1
+                return
+            self._start_in_background("replacement")
+
+    def _start_in_background(self, purpose: str) -> None:
+        """Start a worker (already counted in ``_live``) in a thread that puts it in the
+        idle queue; the caller holds ``_lock``. A failed start is logged: the next acquire
+        starts one itself."""
 
         def start() -> None:
             try:
                 worker = self._start()
             except BaseException as exc:  # noqa: BLE001 - the next acquire starts one again
                 if not self._closed:
-                    logger.warning("could not start a replacement {} worker on {}: {}", self.role, self.device, exc)
+                    logger.warning("could not start a {} {} worker on {}: {}", purpose, self.role, self.device, exc)
                 return
             self._idle.put(worker)
 
-        with self._lock:
-            if self._closed:
-                self._live -= 1
-                return
-            thread = threading.Thread(target=start, daemon=True)
-            self._starting = [t for t in self._starting if t.is_alive()] + [thread]
-            thread.start()
+        thread = threading.Thread(target=start, daemon=True)
+        self._starting = [t for t in self._starting if t.is_alive()] + [thread]
+        thread.start()
 
     def close(self) -> None:
         with self._lock:

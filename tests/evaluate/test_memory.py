@@ -215,3 +215,26 @@ def test_large_problems_at_once_never_run_an_honest_kernel_out_of_gpu_memory():
     assert capacity > 0
     for result in results:
         assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
+
+
+def test_the_gpu_lock_records_shared_and_exclusive_holds():
+    """An exclusive holder waits for shared ones; both are recorded for the benchmark."""
+    from kz_core.evaluate.references import SharedExclusiveLock
+
+    contention = Contention()
+    lock = SharedExclusiveLock(contention)
+    order: list[str] = []
+    def take_exclusive() -> None:
+        with lock.exclusive():
+            order.append("exclusive")
+
+    with lock.shared():
+        thread = threading.Thread(target=take_exclusive)
+        thread.start()
+        time.sleep(0.1)
+        assert order == []  # the exclusive one waits for the shared holder
+    thread.join(30)
+    assert order == ["exclusive"]
+    stats = contention.snapshot()
+    assert stats["gpu shared"]["taken"] == 1 and stats["gpu shared"]["held_s"] >= 0.09
+    assert stats["gpu exclusive"]["waited_s"] >= 0.09
