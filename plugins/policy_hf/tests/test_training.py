@@ -76,6 +76,23 @@ def test_two_grpo_steps_of_the_smoke_preset_then_resume(tmp_path):
     assert "resuming from" in again.stderr and "checkpoint-2" in again.stderr
 
 
+def test_lora_grpo_gives_a_merged_model_and_the_adapter(tmp_path):
+    """With train.lora, final/ is a whole model that every later command loads (the
+    adapters merged in) and adapter/ holds the adapters alone (what a GPU run sends back)."""
+    from transformers import AutoModelForCausalLM
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    command = [sys.executable, "-m", "kz_core.cli", "train", "coder", "--preset", "smoke", f"run.root={tmp_path}", "run.name=lora", "train.lora=true", "train.max_steps=1", "train.lora_r=4"]
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_dir = tmp_path / "lora"
+    AutoModelForCausalLM.from_pretrained(run_dir / "final")
+    assert not (run_dir / "final" / "adapter_config.json").exists()
+    adapter = json.loads((run_dir / "adapter" / "adapter_config.json").read_text())
+    assert adapter["r"] == 4  # every linear layer, not only peft's default attention pair
+    assert any(name.endswith("down_proj") for name in adapter["target_modules"]) and any(name.endswith("q_proj") for name in adapter["target_modules"])
+
+
 def test_train_policy_answers_for_its_samplers_only_and_checks_the_role(tmp_path):
     from kz_policy_hf.errors import PolicyError
     from kz_policy_hf.plugin import train_policy
