@@ -312,7 +312,10 @@ def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str
         "scratch": str(scratch),
         "log": str(log),
         "env": env,
-        "namespaces": bool(candidate and support.pid_namespace),
+        # Every sandboxed role gets its namespaces: a reference worker and an executor run
+        # a problem's code (which the Proposer may have written), so what they start dies
+        # with them and they cannot see or signal other processes either.
+        "namespaces": bool(support.pid_namespace),
         "isolate_uid": _new_uid() if candidate and support.separate_uid else None,
         "landlock": support.landlock_abi > 0,
         "seccomp": bool(support.seccomp),

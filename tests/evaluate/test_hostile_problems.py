@@ -80,6 +80,32 @@ def test_a_problem_cannot_write_the_runs_caches_or_the_users_files(tmp_path, mon
     assert not planted, f"the problem's code wrote {planted}"
 
 
+# A problem whose code looks around the process it runs in: alone (PID 1 of a namespace
+# of its own, no other process in its /proc), its module adds x and y; anywhere else it
+# adds one more, so the honest candidate's sum is incorrect against it.
+LOOKS_AROUND = VECTOR_ADD.replace("return a + b", "return a + b + _OUTSIDE") + '''
+
+def _outside():
+    import os
+
+    others = [entry for entry in os.listdir("/proc") if entry.isdigit() and int(entry) != os.getpid()]
+    return 0.0 if os.getpid() == 1 and not others else 1.0
+
+
+_OUTSIDE = _outside()
+'''
+
+
+@pytest.mark.skipif(not isolation.support().pid_namespace, reason="no PID namespaces here (the sandbox reports it and tracks processes instead)")
+def test_a_problems_code_runs_alone_in_a_pid_namespace():
+    """Reference workers and executors run a problem's code (the Proposer's, in
+    co-evolution) in PID namespaces of their own, as candidates do: such code cannot see
+    or signal kz's other processes, and what it starts dies with its worker."""
+    assert "return a + b + _OUTSIDE" in LOOKS_AROUND
+    (result,) = run_in_order([Problem("1_vector_add", LOOKS_AROUND)], [[Candidate("1_vector_add", "triton", HONEST_ADD, "add")]])
+    assert result.verdict is Verdict.CORRECT, result.message
+
+
 def test_a_reference_worker_serves_one_problem(tmp_path):
     """The pool's binding: the same key gets the same worker, another key a fresh one."""
     from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
