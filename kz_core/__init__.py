@@ -53,6 +53,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "config_options": ("kz_core.cli", "config_options"),
     "train_group": ("kz_core.commands.train_command", "train_group"),
     "err_console": ("kz_core.cli", "stderr"),
+    "setup_logging": ("kz_core.logs", "setup_logging"),
     "open_run_dir": ("kz_core.rundir", "open_run_dir"),
     "load_problems_from_config": ("kz_core.problems", "load_problems_from_config"),
     "ProblemSource": ("kz_core.problems", "ProblemSource"),

@@ -4,11 +4,16 @@
 ``config.yaml`` there and starts the log file. Re-opening a run keeps every file that
 earlier attempts finished; a command that fails records why in the run's log, and a run
 folder it created that holds nothing else is removed (``close_failed_runs``).
+
+Several processes of one run (the training processes of ``accelerate launch``) each open
+it with their rank: rank 0 writes ``config.yaml`` and logs to ``log.file``; rank N logs to
+its own file (``kz.rank<N>.log``) and writes nothing else here.
 """
 
 from __future__ import annotations
 
 import datetime
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,20 @@ from kz_core.logs import add_log_file
 OPENED: list[tuple[Path, bool]] = []
 #: What a run folder holds as soon as it is opened: nothing a user would miss.
 _BOOKKEEPING = {"config.yaml", "kz.log"}
+
+
+def rank_log_name(name: str, rank: int) -> str:
+    """The log file of process ``rank`` of a run whose log is ``name``: ``name`` itself for
+    rank 0, ``kz.rank2.log`` for rank 2 of ``kz.log``."""
+    if rank == 0:
+        return name
+    stem, dot, suffix = name.rpartition(".")
+    return f"{stem}.rank{rank}.{suffix}" if dot and stem else f"{name}.rank{rank}"
+
+
+def _bookkeeping(name: str) -> bool:
+    """A file every opened run folder holds (its config, its processes' logs)."""
+    return name in _BOOKKEEPING or re.fullmatch(r"kz\.rank\d+\.log", name) is not None
 
 
 def close_failed_runs(error: BaseException, since: int = 0) -> list[Path]:
@@ -40,7 +59,7 @@ def close_failed_runs(error: BaseException, since: int = 0) -> list[Path]:
             names = {p.name for p in run_dir.iterdir() if not _empty_journal(p)}
         except OSError:
             continue
-        if created and names <= _BOOKKEEPING:
+        if created and all(_bookkeeping(name) for name in names):
             shutil.rmtree(run_dir, ignore_errors=True)
             removed.append(run_dir)
     return removed
@@ -65,19 +84,24 @@ def default_run_name(now: datetime.datetime | None = None) -> str:
     return (now or datetime.datetime.now()).strftime("%Y%m%d-%H%M%S")
 
 
-def open_run_dir(config: Any, command: str = "") -> Path:
+def open_run_dir(config: Any, command: str = "", rank: int = 0) -> Path:
     """Create or re-open the run directory named by ``config.run``; returns its path.
 
     :param config: the resolved :class:`kz_core.config.KzConfig`.
     :param command: the command line that started the run, recorded in the log.
+    :param rank: this process's rank among the run's processes (0 when it is alone).
+        Rank 0 writes ``config.yaml`` and logs to ``log.file``; another rank logs to its
+        own file (:func:`rank_log_name`) and writes nothing else. The caller lets rank 0
+        open the folder first (the others wait for it), so that rank 0 alone creates it.
     """
     name = config.run.name or default_run_name()
     run_dir = Path(config.run.root) / name
     resumed = run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     OPENED.append((run_dir, not resumed))
-    (run_dir / "config.yaml").write_text(to_yaml(config), encoding="utf-8")
+    if rank == 0:
+        (run_dir / "config.yaml").write_text(to_yaml(config), encoding="utf-8")
     if config.log.file:
-        add_log_file(run_dir / config.log.file)
-    logger.debug("{} run directory {} {}", "re-opened" if resumed else "created", run_dir, command)
+        add_log_file(run_dir / rank_log_name(config.log.file, rank))
+    logger.debug("{} run directory {} {}{}", "re-opened" if resumed else "created", run_dir, command, f" (process {rank})" if rank else "")
     return run_dir

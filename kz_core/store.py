@@ -1,6 +1,9 @@
-"""A SQLite file shared by the threads of one process: the base of the evaluation journal,
-the baseline cache (``kz_core.evaluate.journal``) and the module pool
-(``kz_core.proposer.pool``).
+"""A SQLite file shared by the threads of one process, and by the processes of one machine
+(the training processes of ``accelerate launch`` share their run's journal): the base of the
+evaluation journal, the baseline cache (``kz_core.evaluate.journal``) and the module pool
+(``kz_core.proposer.pool``). SQLite's own file locks serialise the writers of several
+processes; each write is one committed statement, and a writer waits up to
+:data:`BUSY_TIMEOUT_S` for another's. Its locks need a local file system (not NFS).
 
 Model-written code never reaches these files (the sandbox keeps run folders and the cache
 out of its sight), and a file that was tampered with all the same (by another program, or
@@ -17,12 +20,15 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
 
 _KEY_FILE = "rows.key"
+#: Seconds a connection waits for another process's lock before "database is locked".
+BUSY_TIMEOUT_S = 30.0
 _key_lock = threading.Lock()
 _keys: dict[Path, bytes] = {}
 
@@ -81,13 +87,30 @@ class SqliteStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S)
         self._db.execute("PRAGMA trusted_schema=OFF")
         self._drop_foreign_objects()
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._use_write_ahead_log()
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(self.SCHEMA)
         self._migrate()
+
+    def _use_write_ahead_log(self) -> None:
+        """Switch the file to write-ahead logging (readers go on while one process writes).
+        When several connections open a new file at once, each wants the exclusive lock the
+        switch takes, and SQLite answers "database is locked" to all but one at once, without
+        waiting (it would deadlock otherwise): those try again until :data:`BUSY_TIMEOUT_S`."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        pause = 0.005
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.2)
 
     def _drop_foreign_objects(self) -> None:
         """Drop triggers and views: kz creates none, so one found here was planted."""

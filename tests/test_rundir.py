@@ -90,3 +90,35 @@ def test_a_failed_command_touches_only_the_runs_it_opened(tmp_path):
     assert CliRunner().invoke(group, ["open", "first"]).exit_code == 0
     assert CliRunner().invoke(group, ["fail"]).exit_code == 2
     assert (tmp_path / "first").is_dir() and not (tmp_path / "second").exists()
+
+
+def test_a_second_training_process_only_logs_to_its_own_file(tmp_path):
+    """Processes of one run (accelerate launch): process 0 writes config.yaml and kz.log,
+    process N writes kz.rank<N>.log and nothing else."""
+    from kz_core.rundir import rank_log_name
+
+    assert rank_log_name("kz.log", 0) == "kz.log" and rank_log_name("kz.log", 3) == "kz.rank3.log"
+    assert rank_log_name("run", 1) == "run.rank1"
+    setup_logging("WARNING")
+    first = open_run_dir(load_config(None, [f"run.root={tmp_path}", "run.name=r", "run.seed=5"]), command="kz test")
+    (first / "config.yaml").write_text("process 0's config")
+    second = open_run_dir(load_config(None, [f"run.root={tmp_path}", "run.name=r", "run.seed=6"]), command="kz test", rank=1)
+    logger.debug("a line of process 1")
+    setup_logging("INFO")
+    assert second == first
+    assert (first / "config.yaml").read_text() == "process 0's config"
+    assert "re-opened run directory" in (first / "kz.rank1.log").read_text() and "(process 1)" in (first / "kz.rank1.log").read_text()
+
+
+def test_a_failed_run_that_holds_only_its_processes_logs_is_removed(tmp_path):
+    from kz_core.rundir import OPENED, close_failed_runs
+
+    since = len(OPENED)
+    try:
+        run_dir = open_run_dir(load_config(None, [f"run.root={tmp_path}", "run.name=failed"]))
+        (run_dir / "kz.rank1.log").write_text("process 1 stopped too\n")
+        assert close_failed_runs(RuntimeError("stopped"), since) == [run_dir]
+        assert not run_dir.exists()
+    finally:
+        del OPENED[since:]
+    setup_logging("INFO")

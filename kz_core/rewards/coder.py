@@ -10,7 +10,8 @@ by problem (a GRPO group is the ``num_generations`` completions of one prompt), 
 the ``shape_rewards`` hook for one reward per completion (CA-GRPO by default). It records,
 for every step: the rewards, the correctness rate, how many groups had the CA-GRPO gate
 open (rate >= ``reward.tau``), the verdict counts and the seconds spent waiting for the
-evaluator.
+evaluator. A trainer that runs in several processes, each rewarding its own completions,
+merges the processes' records of a step with :meth:`CoderReward.merge_step_records`.
 
 It is picklable: the evaluator (worker processes) is not pickled; it starts on first use
 in whichever process calls it.
@@ -134,3 +135,31 @@ class CoderReward:
         if callable(log_metric):
             for key in ("correct_rate", "gate_open_groups", "reward_wait_s"):
                 log_metric(f"kz/{key}", float(entry[key]))
+
+    @staticmethod
+    def merge_step_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """One step's record for the whole batch from the records of the processes that
+        judged its parts (several training processes each reward their own completions):
+        counts add up, rates and the mean reward are weighted by completions, the wait is
+        the longest (the step goes on when the slowest process has its rewards). A process
+        that judged nothing yet gives an empty record and weighs nothing; when none judged
+        anything, the rates are None."""
+        judged = [(record, sum((record.get("verdicts") or {}).values())) for record in records]
+        total = sum(count for _, count in judged)
+        verdicts: Counter[str] = Counter()
+        for record, _ in judged:
+            verdicts.update(record.get("verdicts") or {})
+
+        def weighted(key: str) -> float | None:
+            return sum(float(record.get(key) or 0.0) * count for record, count in judged) / total if total else None
+
+        return {
+            "step": max((record.get("step", 0) for record in records), default=0),
+            "reward_mean": weighted("reward_mean"),
+            "correct_rate": weighted("correct_rate"),
+            "gate_open_groups": sum(record.get("gate_open_groups", 0) for record in records),
+            "groups": sum(record.get("groups", 0) for record in records),
+            "verdicts": dict(verdicts),
+            "reward_wait_s": max((record.get("reward_wait_s", 0.0) for record in records), default=0.0),
+            "speed_measured": any(record.get("speed_measured") for record in records),
+        }

@@ -56,6 +56,37 @@ def test_processes_that_create_the_row_key_together_agree_on_it(tmp_path):
     assert [p.name for p in (tmp_path / "cache").iterdir() if "rows.key" in p.name] == ["rows.key"]
 
 
+def test_connections_that_open_a_new_journal_together_all_get_it(tmp_path):
+    """The training processes of one run open its journal at the same moment. Switching a
+    new file to write-ahead logging takes an exclusive lock, and SQLite refuses it at once
+    (without waiting) to all but one of the connections that want it together; they must
+    try again, not fail. Threads race as processes do (SQLite locks per connection); a few
+    hundred new files make the race happen."""
+    import threading
+
+    failures: list[BaseException] = []
+    for index in range(300):
+        path = tmp_path / f"journal-{index}.sqlite"
+        start = threading.Barrier(4)
+
+        def open_and_write(path=path, start=start) -> None:
+            start.wait()
+            try:
+                with Journal(path) as journal:
+                    journal.put(result_key(threading.current_thread().name), EvalResult("p", "0", "triton", Verdict.CORRECT))
+            except Exception as exc:  # noqa: BLE001 - every failure is the finding
+                failures.append(exc)
+
+        threads = [threading.Thread(target=open_and_write, name=f"t{n}") for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
+    with Journal(tmp_path / "journal-299.sqlite") as journal:
+        assert len(journal) == 4
+
+
 @pytest.mark.triton
 def test_a_failure_that_is_not_the_candidates_is_not_journaled(tmp_path):
     """A missing backend plugin (or toolchain, or a reference that failed) says nothing

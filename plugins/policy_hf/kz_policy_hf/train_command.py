@@ -12,25 +12,40 @@ from kz_core import config_options
 @click.option("--problems", "-p", "problems_source", default=None, help="Problem source (problems.source).")
 @config_options
 def coder(config, problems_source) -> None:
-    """GRPO steps on the Coder (train.*, TRL's option names); resumes an interrupted run."""
+    """GRPO steps on the Coder (train.*, TRL's option names); resumes an interrupted run.
+
+    On several GPUs: accelerate launch --num_processes N -m kz_core.cli train coder ...
+    (each process evaluates its own completions on its own GPU, or its share of eval.devices).
+    """
     from omegaconf import OmegaConf
 
-    from kz_core import Journal, err_console as stderr, load_problems_from_config, open_run_dir
+    from kz_core import Journal, err_console as stderr, load_problems_from_config, open_run_dir, setup_logging
 
+    from kz_policy_hf.distributed import evaluation_for_process, finish, main_process_first, training_processes
     from kz_policy_hf.training import train_coder
 
     if problems_source:
         config = OmegaConf.merge(config, OmegaConf.from_dotlist([f"problems.source={problems_source}"]))
     if not config.run.name:
         config = OmegaConf.merge(config, OmegaConf.from_dotlist(["run.name=train-coder"]))
+    processes = training_processes(config)
+    if not processes.main:
+        setup_logging("WARNING")  # process 0 tells the story; the others' lines go to their log files
+    config = evaluation_for_process(config, processes)
     problem_set = load_problems_from_config(config.problems)
-    run_dir = open_run_dir(config, command="kz train coder")
-    with Journal(run_dir / "journal.sqlite") as journal:
+    with main_process_first(processes):  # process 0 creates the run folder and its journal
+        run_dir = open_run_dir(config, command="kz train coder", rank=processes.rank)
+        journal = Journal(run_dir / "journal.sqlite")
+    with journal:
         summary = train_coder(list(problem_set.problems), config, run_dir, journal)
+    finish(processes)
+    if not processes.main:
+        return
     stderr.print(
         f"trained {summary['steps']} steps in {summary['seconds']:.0f} s "
-        f"({summary['reward_wait_s']:.0f} s waiting for rewards); model: {summary['final_model']}; "
-        f"metrics: {run_dir / 'metrics.jsonl'}",
+        f"({summary['reward_wait_s']:.0f} s waiting for rewards"
+        + (f", {processes.count} processes" if processes.count > 1 else "")
+        + f"); model: {summary['final_model']}; metrics: {run_dir / 'metrics.jsonl'}",
         highlight=False,
     )
 

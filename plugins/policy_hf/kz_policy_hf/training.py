@@ -20,6 +20,10 @@ step appends one line to ``<run dir>/metrics.jsonl``: for the Coder, loss, rewar
 correctness rate, CA-GRPO gate state, verdict counts and the share of the step's time
 spent waiting for rewards; for the Proposer, loss, reward, valid share, invalid modules
 by reason, the Coder's correctness on valid modules and the waiting share.
+
+The Coder also trains in several processes (``accelerate launch``): see
+``kz_policy_hf/distributed.py`` for what each process does and owns; the Proposer trains in
+one.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from loguru import logger
 from kz_core import API_SEPARATOR, CoderReward, Problem, ProposerReward, coder_prompt, grpo_groups, proposer_prompt, replace_file
 
 from kz_policy_hf.errors import PolicyError
-from kz_policy_hf.loading import model_source, resolve_device
+from kz_policy_hf.loading import model_source
 
 
 def prompt_dataset(problems: list[Problem], config: Any) -> Any:
@@ -68,7 +72,8 @@ def grpo_config(config: Any, output_dir: Path, on_gpu: bool) -> Any:
     if train.per_device_train_batch_size % train.num_generations:
         raise PolicyError(
             f"train.per_device_train_batch_size ({train.per_device_train_batch_size}) must be a multiple of "
-            f"train.num_generations ({train.num_generations}): each prompt's group must fit in a batch"
+            f"train.num_generations ({train.num_generations}): each prompt's group of completions must be "
+            "in one batch of one process, where its rewards are shaped together"
         )
     options = dict(
         output_dir=str(output_dir),
@@ -91,6 +96,9 @@ def grpo_config(config: Any, output_dir: Path, on_gpu: bool) -> Any:
         use_cpu=not on_gpu,
         bf16=on_gpu,
         disable_tqdm=True,
+        # Several processes (DDP): every parameter takes part in each step; looking for unused
+        # ones costs a pass over the graph per step (train.extra can turn it back on).
+        ddp_find_unused_parameters=False,
     )
     # Off: a 135M model does not need it. transformers 5.2x renamed the argument and warns
     # about the old name; older versions know only the old one.
@@ -101,6 +109,32 @@ def grpo_config(config: Any, output_dir: Path, on_gpu: bool) -> Any:
         return GRPOConfig(**options)
     except TypeError as exc:
         raise PolicyError(f"TRL's GRPOConfig refused an option: {exc}; check train.extra") from exc
+    except ValueError as exc:  # TRL's own rules, e.g. generation_batch_size against the processes' batches
+        raise PolicyError(f"TRL's GRPOConfig refused the train.* settings: {exc}") from exc
+
+
+def check_prompts(args: Any, prompts: int, what: str) -> None:
+    """Refuse a dataset too small for one generation batch: TRL would train no step at all.
+
+    A generation batch takes ``generation_batch_size / num_generations`` different prompts
+    (``per_device_train_batch_size`` x processes x ``steps_per_generation``, one prompt per
+    group); TRL drops a last, incomplete batch of prompts.
+
+    :param args: the GRPOConfig (it knows the number of processes).
+    :param prompts: rows in the dataset.
+    :param what: what a row is, for the message ("training problems").
+    :raises PolicyError: fewer prompts than one generation batch takes.
+    """
+    needed = args.generation_batch_size // args.num_generations
+    if prompts < needed:
+        processes = args.world_size
+        raise PolicyError(
+            f"one generation batch takes {needed} different prompts (per_device_train_batch_size "
+            f"{args.per_device_train_batch_size} x {processes} process{'es' if processes > 1 else ''} x steps_per_generation "
+            f"{args.steps_per_generation} / num_generations {args.num_generations}), and there are not enough {what} "
+            f"({prompts}), so no step would be trained: use at least {needed}, or lower train.per_device_train_batch_size"
+            + (" or the number of processes" if processes > 1 else "")
+        )
 
 
 def last_checkpoint(output_dir: Path) -> str | None:
@@ -139,11 +173,17 @@ def _proposer_line(record: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return line, message
 
 
-def _metrics_callback(reward: Any, path: Path, describe: Any = _coder_line) -> Any:
+def _metrics_callback(reward: Any, path: Path, describe: Any = _coder_line, merge: Any = None) -> Any:
+    """The callback that writes ``metrics.jsonl``; ``merge`` makes one step record of the
+    records of several processes (``CoderReward.merge_step_records``)."""
     from transformers import TrainerCallback
 
+    from kz_policy_hf.distributed import gather
+
     class MetricsToJsonl(TrainerCallback):
-        """One line per optimizer step: TRL's logs merged with the reward function's record."""
+        """One line per optimizer step: TRL's logs (already over every process) with the
+        reward function's record; with several processes, every process's record of the
+        step merged, and the line written by process 0 alone."""
 
         def __init__(self) -> None:
             self.step_started = time.perf_counter()
@@ -156,6 +196,10 @@ def _metrics_callback(reward: Any, path: Path, describe: Any = _coder_line) -> A
                 return
             record = reward.step_log[-1] if reward.step_log else {}
             step_s = max(time.perf_counter() - self.step_started, 1e-9)
+            if args.world_size > 1:  # every process logs each step: all of them get here
+                record = merge(gather(record, args.world_size))
+                if not state.is_world_process_zero:
+                    return
             fields, message = describe(record)
             line = {
                 "step": state.global_step,
@@ -207,13 +251,19 @@ def _load_for_training(config: Any, role: str) -> tuple[Any, Any]:
 def save_final(trainer: Any, tokenizer: Any, run_dir: Path, lora: bool) -> str:
     """Save the trained model as a plain checkpoint in ``<run_dir>/final`` (LoRA adapters
     merged in, so that every later command loads it like any model) and, with LoRA, the
-    adapters alone in ``<run_dir>/adapter`` (a few MB). Returns the adapter folder or ""."""
-    trained = trainer.model
+    adapters alone in ``<run_dir>/adapter`` (a few MB). Returns the adapter folder or "".
+
+    With several processes every process calls it and process 0 alone writes
+    (``trainer.save_model`` decides that itself); it returns when the files are there."""
     if lora:
         trainer.save_model(str(run_dir / "adapter"))
-        trained = trained.merge_and_unload()
-    trained.save_pretrained(str(run_dir / "final"))
-    tokenizer.save_pretrained(str(run_dir / "final"))
+        merged = trainer.model.merge_and_unload()
+        if trainer.accelerator.is_main_process:
+            merged.save_pretrained(str(run_dir / "final"))
+            tokenizer.save_pretrained(str(run_dir / "final"))
+    else:
+        trainer.save_model(str(run_dir / "final"))  # the model and its tokenizer
+    trainer.accelerator.wait_for_everyone()
     return str(run_dir / "adapter") if lora else ""
 
 
@@ -238,45 +288,56 @@ def drop_metrics_after(path: Path, step: int) -> int:
     return dropped
 
 
-def _train(config: Any, run_dir: Path, role: str, reward: Any, dataset: Any, describe: Any) -> dict[str, Any]:
-    """GRPO steps for ``role`` with ``reward`` on ``dataset``; resumes; saves ``final/``."""
+#: What a dataset row is, per role, for messages.
+_PROMPTS = {"coder": "training problems", "proposer": "API sets"}
+
+
+def _train(config: Any, run_dir: Path, role: str, reward: Any, dataset: Any, describe: Any, merge: Any = None) -> dict[str, Any]:
+    """GRPO steps for ``role`` with ``reward`` on ``dataset``; resumes; saves ``final/``.
+    ``merge`` makes one step record of several processes' (see ``_metrics_callback``)."""
     from trl import GRPOTrainer
 
-    on_gpu = resolve_device(config.policy.device).type == "cuda"
+    from kz_policy_hf.distributed import gather, trains_on_gpu
+
+    output_dir = run_dir / "checkpoints"
+    args = grpo_config(config, output_dir, trains_on_gpu(config))
+    check_prompts(args, len(dataset), _PROMPTS[role])
     model, tokenizer = _load_for_training(config, role)
     peft_config = None
     if config.train.lora:
         from peft import LoraConfig
 
         peft_config = LoraConfig(r=config.train.lora_r, lora_alpha=config.train.lora_alpha, task_type="CAUSAL_LM", target_modules="all-linear")
-    output_dir = run_dir / "checkpoints"
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward],
-        args=grpo_config(config, output_dir, on_gpu),
+        args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[_metrics_callback(reward, run_dir / "metrics.jsonl", describe)],
+        callbacks=[_metrics_callback(reward, run_dir / "metrics.jsonl", describe, merge)],
     )
     quiet_trainer(trainer)
     resume = last_checkpoint(output_dir)
     if resume:
         logger.info("resuming from {}", resume)
-        drop_metrics_after(run_dir / "metrics.jsonl", int(Path(resume).name.split("-")[-1]))
+        if trainer.accelerator.is_main_process:
+            drop_metrics_after(run_dir / "metrics.jsonl", int(Path(resume).name.split("-")[-1]))
     started = time.perf_counter()
     try:
         trainer.train(resume_from_checkpoint=resume)
     finally:
         reward.close()
     adapter = save_final(trainer, tokenizer, run_dir, bool(config.train.lora))
+    # The processes wait for their rewards side by side: the run waited as long as the slowest.
+    waited = gather(sum(entry["reward_wait_s"] for entry in reward.step_log), args.world_size)
     return {
         "steps": trainer.state.global_step,
         "seconds": time.perf_counter() - started,
         "resumed_from": resume,
         "final_model": str(run_dir / "final"),
         "adapter": adapter,
-        "reward_wait_s": sum(entry["reward_wait_s"] for entry in reward.step_log),
+        "reward_wait_s": max(waited),
     }
 
 
@@ -288,7 +349,7 @@ def train_coder(problems: list[Problem], config: Any, run_dir: Path, journal: An
     if not problems:
         raise PolicyError("no training problems: select some with --problems / problems.*")
     reward = CoderReward(problems, config, journal)
-    return _train(config, run_dir, "coder", reward, prompt_dataset(problems, config), _coder_line)
+    return _train(config, run_dir, "coder", reward, prompt_dataset(problems, config), _coder_line, CoderReward.merge_step_records)
 
 
 def train_proposer(config: Any, run_dir: Path, journal: Any = None, api_sets: list[tuple[str, ...]] | None = None) -> dict[str, Any]:
@@ -299,11 +360,22 @@ def train_proposer(config: Any, run_dir: Path, journal: Any = None, api_sets: li
     :param api_sets: the API sets to prompt with, one dataset row each (the co-evolution
         loop draws them from its own pool); None: drawn once, at the start, weighted by
         the frontier of the run's pool, as many as :func:`kz_core.config.grpo_groups` says.
-    :raises PolicyError: a bad option, no API sets, or a model that cannot be loaded.
+    :raises PolicyError: a bad option, no API sets, a model that cannot be loaded, or
+        several training processes.
     """
     import random
 
     from kz_core import POOL_FILE, ModulePool, api_catalog, sample_api_sets
+
+    from kz_policy_hf.distributed import training_processes
+
+    processes = training_processes(config).count
+    if processes > 1:
+        raise PolicyError(
+            f"the Proposer trains in one process, not {processes}: the processes would name their modules "
+            "alike in the run's pool, and each would sample the Coder on its own; run kz train proposer "
+            "(and co-evolution) without accelerate launch"
+        )
 
     pool_path = run_dir / POOL_FILE
     if api_sets is None:
