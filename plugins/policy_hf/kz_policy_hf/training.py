@@ -113,28 +113,23 @@ def grpo_config(config: Any, output_dir: Path, on_gpu: bool) -> Any:
         raise PolicyError(f"TRL's GRPOConfig refused the train.* settings: {exc}") from exc
 
 
-def check_prompts(args: Any, prompts: int, what: str) -> None:
-    """Refuse a dataset too small for one generation batch: TRL would train no step at all.
+def fill_generation_batch(args: Any, dataset: Any, what: str) -> Any:
+    """The dataset, its rows repeated in turn until it fills one generation batch.
 
     A generation batch takes ``generation_batch_size / num_generations`` different prompts
     (``per_device_train_batch_size`` x processes x ``steps_per_generation``, one prompt per
-    group); TRL drops a last, incomplete batch of prompts.
+    group), and TRL drops a last, incomplete batch of prompts: with fewer rows (a
+    co-evolution round whose frontier holds fewer modules, a short problem list) it would
+    train no step at all and say nothing. Each repeated row is a group of its own.
 
     :param args: the GRPOConfig (it knows the number of processes).
-    :param prompts: rows in the dataset.
-    :param what: what a row is, for the message ("training problems").
-    :raises PolicyError: fewer prompts than one generation batch takes.
+    :param what: what a row is, for the log line ("training problems").
     """
     needed = args.generation_batch_size // args.num_generations
-    if prompts < needed:
-        processes = args.world_size
-        raise PolicyError(
-            f"one generation batch takes {needed} different prompts (per_device_train_batch_size "
-            f"{args.per_device_train_batch_size} x {processes} process{'es' if processes > 1 else ''} x steps_per_generation "
-            f"{args.steps_per_generation} / num_generations {args.num_generations}), and there are not enough {what} "
-            f"({prompts}), so no step would be trained: use at least {needed}, or lower train.per_device_train_batch_size"
-            + (" or the number of processes" if processes > 1 else "")
-        )
+    if 0 < len(dataset) < needed:
+        logger.info("{} {} for a generation batch of {} prompts: each is used {} times in turn", len(dataset), what, needed, -(-needed // len(dataset)))
+        dataset = dataset.select([i % len(dataset) for i in range(needed)])
+    return dataset
 
 
 def last_checkpoint(output_dir: Path) -> str | None:
@@ -301,7 +296,7 @@ def _train(config: Any, run_dir: Path, role: str, reward: Any, dataset: Any, des
 
     output_dir = run_dir / "checkpoints"
     args = grpo_config(config, output_dir, trains_on_gpu(config))
-    check_prompts(args, len(dataset), _PROMPTS[role])
+    dataset = fill_generation_batch(args, dataset, _PROMPTS[role])
     model, tokenizer = _load_for_training(config, role)
     peft_config = None
     if config.train.lora:

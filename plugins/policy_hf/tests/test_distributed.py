@@ -167,16 +167,20 @@ def test_each_process_evaluates_on_its_own_gpu_or_its_share_of_eval_devices():
         evaluation_for_process(load_config(None, ["eval.engine=ray"]), second)
 
 
-def test_too_few_problems_for_a_generation_batch_is_a_clear_error(tmp_path):
-    """TRL would train no step at all (it drops an incomplete batch of prompts)."""
-    from kz_core.problems import load_problems
+def test_fewer_problems_than_a_generation_batch_are_repeated_to_fill_it(tmp_path):
+    """TRL drops an incomplete batch of prompts, so it would train no step at all: the rows
+    are repeated in turn until they fill one batch (a frontier of one module still trains)."""
+    from datasets import Dataset
 
-    from kz_policy_hf.training import train_coder
+    from kz_policy_hf.training import fill_generation_batch, grpo_config
 
-    config = load_config("smoke", [f"run.root={tmp_path}", "train.per_device_train_batch_size=4"])
-    one = [load_problems("examples").get("1_vector_add")]
-    with pytest.raises(PolicyError, match=r"takes 2 different prompts .* not enough training problems \(1\), so no step would be trained: use at least 2"):
-        train_coder(one, config, tmp_path)
+    args = grpo_config(load_config("smoke", ["train.per_device_train_batch_size=6", "train.num_generations=2"]), tmp_path, on_gpu=False)
+    one = Dataset.from_list([{"prompt": "a"}])
+    assert fill_generation_batch(args, one, "problems")["prompt"] == ["a", "a", "a"]
+    two = Dataset.from_list([{"prompt": "a"}, {"prompt": "b"}])
+    assert fill_generation_batch(args, two, "problems")["prompt"] == ["a", "b", "a"]
+    enough = Dataset.from_list([{"prompt": str(i)} for i in range(5)])
+    assert len(fill_generation_batch(args, enough, "problems")) == 5
 
 
 def test_batch_settings_trl_refuses_are_a_policy_error(tmp_path):
