@@ -64,9 +64,14 @@ if [ -n "${KZ_SFT_ADAPTER:-}" ]; then SFT_OPTS=(policy.adapter="$KZ_SFT_ADAPTER"
 # adapters (a few MB) fit what a GPU call sends back; final/ still holds the merged model.
 if [ "${KZ_GRPO_LORA:-1}" = 1 ]; then GRPO_OPTS=(train.lora=true train.lora_r="${KZ_GRPO_R:-8}" train.lora_alpha=16 train.learning_rate="${KZ_GRPO_LR:-2e-5}"); else GRPO_OPTS=(); fi
 
-latest_model() {  # the final model of a training run, else its last checkpoint
-  if [ -f "$RUNS/$1/final/config.json" ]; then echo "$RUNS/$1/final"; return; fi
-  ls -d "$RUNS/$1"/checkpoints/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1
+latest_model() {  # the overrides for a training run's final model, else its last checkpoint
+  if [ -f "$RUNS/$1/final/config.json" ]; then echo "policy.model=$RUNS/$1/final"; return; fi
+  local last; last=$(ls -d "$RUNS/$1"/checkpoints/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1)
+  if [ -f "$last/adapter_config.json" ]; then  # a LoRA checkpoint: its adapter on the model it was trained from
+    echo "policy.model=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['base_model_name_or_path'])" "$last/adapter_config.json") policy.adapter=$last"
+  else
+    echo "policy.model=$last"
+  fi
 }
 
 curve_point() {  # curve_point LABEL OVERRIDE...: the model's overrides (policy.model=..., policy.adapter=...)
@@ -94,7 +99,10 @@ for what in "$@"; do
     setup) setup ;;
     model-p1) mkdir -p "$HOME/smol" && cp .model/p1/* "$HOME/smol/" && ls -la "$HOME/smol" ;;
     model) stage model model ;;
-    tests) stage tests timeout "${KZ_TESTS_S:-420}" $PY -m pytest -m gpu ${KZ_TESTS_PATHS:-tests/evaluate plugins} -v -rfEs --tb=short -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" ${KZ_TESTS_K:+-k "$KZ_TESTS_K"} ;;
+    tests)  # one pytest per file, each with its own limit, so that a slow file cannot hide another's failures
+      for path in ${KZ_TESTS_PATHS:-tests/evaluate/test_gpu.py tests/evaluate/test_honest.py tests/evaluate/test_hostile_problems.py tests/evaluate/test_memory.py tests/evaluate/test_cheats.py plugins}; do
+        stage "tests_$(basename "$path" .py)" timeout "${KZ_TESTS_S:-300}" $PY -m pytest -m gpu "$path" -v -rfEs --tb=short -p no:cacheprovider ${KZ_TESTS_K:+-k "$KZ_TESTS_K"}
+      done ;;
     spread) stage timing_spread timeout "${KZ_SPREAD_S:-240}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --methods "${KZ_SPREAD_METHODS:-graph,events}" --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
     bench-eval)
       stage eval_throughput timeout "${KZ_EVAL_S:-150}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl --level 1 --limit "${KZ_EVAL_LIMIT:-40}" --device cuda --workers 4 --out "$OUT/eval_throughput.json"
@@ -127,7 +135,7 @@ for what in "$@"; do
       stage grpo timeout "${KZ_GRPO_S:-300}" $PY -m kz_core.cli train coder --preset h200 --problems "$SYNTH/synth.train-problems.jsonl" \
         run.root="$RUNS" run.name=curve-grpo problems.ids="${KZ_GRPO_IDS:-1-64}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" \
         train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 train.save_steps=2 run.seed=1 ;;
-    curve-grpo) curve_point grpo policy.model="$(latest_model curve-grpo)" ;;
+    curve-grpo) curve_point grpo $(latest_model curve-grpo) ;;
     ablate-reward)  # issue 16's reward ablations from the SFT model, same problems, steps and seed
       # (the `grpo` stage is the CA-GRPO arm with the same settings: KZ_ABLATE_ARMS="speed_always correctness_only")
       for arm in ${KZ_ABLATE_ARMS:-cagrpo speed_always correctness_only}; do
@@ -139,13 +147,13 @@ for what in "$@"; do
     ablate-frontier)  # the frontier against modules drawn uniformly, one co-evolution round each
       for arm in beta uniform; do
         stage "ablate_frontier_$arm" timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" problems.ids=1-8 \
-          run.root="$RUNS" run.name="ablate-frontier-$arm" frontier.name="$arm" policy.model="$(latest_model curve-grpo)" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" train.max_completion_length=640 \
+          run.root="$RUNS" run.name="ablate-frontier-$arm" frontier.name="$arm" $(latest_model curve-grpo) "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" train.max_completion_length=640 \
           coevolve.rounds=1 coevolve.proposer_steps=1 coevolve.coder_steps=2 coevolve.modules_per_round=8 coevolve.frontier_k=2 \
           coevolve.heldout_source="$SYNTH/synth.heldout-problems.jsonl" coevolve.heldout_ids=1-4 coevolve.heldout_samples=2
       done ;;
     coevolve-round)
       stage coevolve_round timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" problems.ids=1-8 \
-        run.root="$RUNS" run.name=curve-coevolve policy.model="$(latest_model curve-grpo)" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" train.max_completion_length=640 \
+        run.root="$RUNS" run.name=curve-coevolve $(latest_model curve-grpo) "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" train.max_completion_length=640 \
         coevolve.rounds=1 coevolve.proposer_steps=1 coevolve.coder_steps=2 coevolve.modules_per_round=8 coevolve.frontier_k=2 \
         coevolve.heldout_source="$SYNTH/synth.heldout-problems.jsonl" coevolve.heldout_ids=1-4 coevolve.heldout_samples=2 ;;
     curve-coevolve)

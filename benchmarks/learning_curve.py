@@ -16,6 +16,10 @@ Proposer, the share of valid modules. ``kz report OUT`` plots it. Usage:
         --kb .kb/problems.jsonl policy.model=... policy.one_shot=false
     python benchmarks/learning_curve.py judge --out runs/curve --sets heldout,indist,proposer -d cpu
     python benchmarks/learning_curve.py judge --out runs/curve --sets kb -d cuda
+    python benchmarks/learning_curve.py judge --out runs/curve --sets kb --max-size 256 -d cpu   # smaller sizes, on a CPU
+
+Points sampled on another machine carry that machine's problem paths; ``--source
+kb=.kb/problems.jsonl`` (per set) gives this machine's.
 
 The easy KernelBench list is level 1, problems 19-32 (``--kb-ids``): ReLU, LeakyReLU,
 Sigmoid, Tanh, Softmax, LogSoftmax, Swish, GELU, SELU, HardSigmoid, Softplus, Softsign,
@@ -83,9 +87,31 @@ def sample(args: argparse.Namespace) -> None:
     (folder / "point.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
-def _judge_coder(folder: Path, name: str, config: Any, journal: Any) -> dict[str, Any] | None:
+def shrink_sizes(code: str, max_size: int) -> str:
+    """The problem with every module-level size constant above ``max_size`` set to it
+    (``batch_size = 4096`` -> ``batch_size = 256``): KernelBench's published sizes, tens
+    of gigabytes for an activation, for Triton's interpreter on a CPU. The same code for the
+    reference and the candidate, so correctness is judged alike, at other sizes."""
+    import ast
+
+    from kz_core.evaluate.variants import size_constants
+
+    constants = {name: value for name, value in size_constants(code).items() if value > max_size}
+    lines = code.splitlines(keepends=True)
+    for node in reversed(ast.parse(code).body):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id in constants:
+            if node.value.lineno != node.value.end_lineno:
+                continue
+            line = lines[node.value.lineno - 1]
+            lines[node.value.lineno - 1] = line[: node.value.col_offset] + str(max_size) + line[node.value.end_col_offset :]
+    return "".join(lines)
+
+
+def _judge_coder(folder: Path, name: str, config: Any, journal: Any, max_size: int = 0, sources: dict[str, str] | None = None) -> dict[str, Any] | None:
     from kz_core.evaluate import Evaluator
     from kz_core.generate import Sample, evaluate_samples
+
+    sources = sources or {}
     from kz_core.metrics import summarize
     from kz_core.problems import load_problems
 
@@ -94,9 +120,14 @@ def _judge_coder(folder: Path, name: str, config: Any, journal: Any) -> dict[str
         return None
     meta = json.loads((folder / "point.json").read_text())
     samples = [Sample(**row) for row in _read_jsonl(path)]
-    source = meta[f"{name}_source"]  # relative to the repository on both machines
+    # The path the sampling machine used, unless --source gives this machine's.
+    source = sources.get(name) or meta[f"{name}_source"]
     wanted = {s.problem for s in samples}
     problems = [p for p in load_problems(source).problems if p.name in wanted]
+    if max_size:
+        import attrs
+
+        problems = [attrs.evolve(p, code=shrink_sizes(p.code, max_size)) for p in problems]
     with Evaluator(problems, config.eval, journal=journal) as evaluator:
         results = evaluate_samples(samples, evaluator)
     n = meta["n"]
@@ -146,6 +177,7 @@ def judge(args: argparse.Namespace) -> None:
     overrides = [f"eval.device={args.device}", "eval.timing=false", *args.overrides]
     config = _config(overrides)
     sets = [s for s in args.sets.split(",") if s]
+    sources = dict(item.split("=", 1) for item in args.source)
     unknown = set(sets) - set(SETS)
     if unknown:
         raise SystemExit(f"unknown set(s) {', '.join(sorted(unknown))}: use {', '.join(SETS)}")
@@ -157,10 +189,13 @@ def judge(args: argparse.Namespace) -> None:
             folder = out / "points" / label
             for name in sets:
                 started = time.perf_counter()
-                measured = _judge_proposer(folder, config) if name == "proposer" else _judge_coder(folder, name, config, journal)
+                shrunk = args.max_size if name == "kb" else 0
+                measured = _judge_proposer(folder, config) if name == "proposer" else _judge_coder(folder, name, config, journal, shrunk, sources)
                 if measured is None:
                     continue
                 row = {"point": label, "order": order, "set": name, "device": config.eval.device, **measured, "seconds": round(time.perf_counter() - started, 1)}
+                if shrunk:
+                    row["max_size"] = shrunk
                 rows = [r for r in rows if (r["point"], r["set"]) != (label, name)] + [row]
                 _write_jsonl(curve_path, sorted(rows, key=lambda r: (r["order"], r["set"])))
                 print(json.dumps(row), flush=True)
@@ -186,6 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     j.add_argument("--sets", default="heldout,indist,proposer")
     j.add_argument("--points", default="", help="labels in order, comma-separated (default: as sampled)")
     j.add_argument("--device", "-d", default="cpu")
+    j.add_argument("--source", action="append", default=[], metavar="SET=PATH", help="the problems of SET here, when the points were sampled on another machine (e.g. kb=.kb/problems.jsonl)")
+    j.add_argument("--max-size", type=int, default=0, help="judge the kb set with its size constants capped at this (e.g. 256, for a CPU); 0: published sizes")
     j.add_argument("overrides", nargs="*", help="KEY=VALUE config overrides")
     args = parser.parse_args(argv)
     {"sample": sample, "judge": judge}[args.command](args)

@@ -36,3 +36,13 @@ def test_a_point_is_sampled_judged_and_plotted(tmp_path):
     assert rows["proposer"]["samples"] == 1 and rows["proposer"]["valid_rate"] == 0.0
     report = subprocess.run([sys.executable, "-m", "kz_core.cli", "report", str(tmp_path / "curve")], capture_output=True, text=True)
     assert report.returncode == 0 and (tmp_path / "curve" / "report" / "curve.png").is_file()
+
+
+def test_kernelbench_sizes_shrink_for_a_cpu():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from learning_curve import shrink_sizes
+
+    code = "import torch\nbatch_size = 4096\ndim = 393216  # published\nsmall = 16\nflag = 1\n\ndef get_inputs():\n    return [torch.rand(batch_size, dim)]\n"
+    shrunk = shrink_sizes(code, 256)
+    assert "batch_size = 256\ndim = 256  # published\nsmall = 16\nflag = 1\n" in shrunk
+    assert shrink_sizes(code, 1 << 20) == code
