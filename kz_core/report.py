@@ -85,7 +85,10 @@ def _curve_plot(run: RunData, folder: Path, plots: dict[str, Path]) -> None:
     if not points:
         return
     plt, figure, axes = _figure()
-    for name, label in CURVE_SETS.items():
+    # One colour per set, one line style per measure (pass@1 or valid solid, pass@n dashed,
+    # format errors dotted): a dozen lines stay apart.
+    styles = {"pass@1": "-", "valid_rate": "-", "pass@n": "--", "format_error_rate": ":"}
+    for index, (name, label) in enumerate(CURVE_SETS.items()):
         rows = {r["point"]: r for r in run.curve if r.get("set") == name}
         if not rows:
             continue
@@ -98,7 +101,10 @@ def _curve_plot(run: RunData, folder: Path, plots: dict[str, Path]) -> None:
                 continue  # the same line as pass@1
             if any(v is not None for v in values):
                 shown = what.replace("@n", f"@{n}") if n else what
-                axes.plot(range(len(points)), [float("nan") if v is None else v for v in values], marker="o", label=f"{name}: {shown}")
+                capped = next((rows[p].get("max_size") for p in points if p in rows and rows[p].get("max_size")), None)
+                if capped:  # judged at smaller sizes than the problems' own (learning_curve.py --max-size)
+                    shown += f" (sizes <= {capped})"
+                axes.plot(range(len(points)), [float("nan") if v is None else v for v in values], marker="o", color=f"C{index}", linestyle=styles[key], label=f"{name}: {shown}")
     axes.set_xticks(range(len(points)))
     axes.set_xticklabels(points)
     axes.set_ylim(-0.05, 1.05)
@@ -165,7 +171,11 @@ def _save(plt: Any, figure: Any, axes: Any, path: Path, title: str, xlabel: str)
     axes.set_title(title)
     axes.set_xlabel(xlabel)
     axes.grid(alpha=0.3)
-    if axes.get_legend_handles_labels()[0]:
+    if len(axes.get_legend_handles_labels()[0]) > 6:  # many lines: the legend beside the plot, not over it
+        width, height = figure.get_size_inches()
+        figure.set_size_inches(width * 1.45, height)
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    elif axes.get_legend_handles_labels()[0]:
         axes.legend(loc="best", fontsize=8)
     figure.tight_layout()
     figure.savefig(path)
