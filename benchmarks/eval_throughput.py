@@ -84,6 +84,7 @@ def main() -> None:
                 if len(done) % 10 == 0:  # where candidates queue, in case a time limit cuts the run
                     print(f"    locks: {_locks(evaluator.contention.snapshot())}", flush=True)
                     print(f"    peak GPU memory per request, GiB: {evaluator.contention.peaks()}", flush=True)
+                    print(f"    worker requests: {_requests(evaluator.contention.requests())}", flush=True)
 
             results = evaluator.evaluate(candidates, progress=report)
             elapsed = time.perf_counter() - started
@@ -98,6 +99,7 @@ def main() -> None:
                     "clocks": dict(collections.Counter(r.runtime.clock for r in results if r.runtime)),
                     "locks": evaluator.contention.snapshot(),
                     "peak_gib": evaluator.contention.peaks(),
+                    "requests": evaluator.contention.requests(),
                     # Per candidate: its stages and its reference's eager time (one call's
                     # physical floor; a candidate's trials, timing and baseline are a few
                     # dozen such calls).
@@ -123,6 +125,12 @@ def main() -> None:
 def _locks(snapshot: dict[str, dict[str, float]]) -> str:
     """Each lock's count, total wait and total hold, in one line."""
     return "; ".join(f"{name}: {s['taken']}x wait {s['waited_s']:.0f}s (max {s['max_wait_s']:.0f}) hold {s['held_s']:.0f}s" for name, s in snapshot.items())
+
+
+def _requests(requests: dict[str, dict[str, float]]) -> str:
+    """Each kind of worker request's count, total and longest seconds, in one line: where
+    the workers' time goes (a candidate's stages are made of these)."""
+    return "; ".join(f"{name}: {r['count']}x {r['total_s']:.1f}s (max {r['max_s']:.1f})" for name, r in requests.items())
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ class Contention:
         self._lock = threading.Lock()
         self._stats: dict[str, list[float]] = {}
         self._peaks: dict[str, int] = {}
+        self._requests: dict[str, list[float]] = {}
 
     def record(self, name: str, waited: float, held: float) -> None:
         with self._lock:
@@ -49,6 +50,19 @@ class Contention:
         with self._lock:
             self._peaks[name] = max(self._peaks.get(name, 0), int(nbytes))
 
+    def record_request(self, name: str, seconds: float) -> None:
+        """One request of kind ``name`` (``"<role> <op>"``) took ``seconds`` from send to reply."""
+        with self._lock:
+            entry = self._requests.setdefault(name, [0, 0.0, 0.0])
+            entry[0] += 1
+            entry[1] += seconds
+            entry[2] = max(entry[2], seconds)
+
+    def requests(self) -> dict[str, dict[str, float]]:
+        """``{"<role> <op>": {count, total_s, max_s}}``: where the workers' time went."""
+        with self._lock:
+            return {name: {"count": int(n), "total_s": round(total, 3), "max_s": round(longest, 3)} for name, (n, total, longest) in sorted(self._requests.items())}
+
     def snapshot(self) -> dict[str, dict[str, float]]:
         """``{name: {taken, waited_s, held_s, max_wait_s}}``, names sorted."""
         with self._lock:
@@ -66,3 +80,4 @@ class Contention:
         with self._lock:
             self._stats.clear()
             self._peaks.clear()
+            self._requests.clear()

@@ -451,6 +451,7 @@ class WorkerProcess:
         if self.retired:
             raise WorkerDied("this worker was retired")
         deadline = time.monotonic() + timeout
+        sent = time.perf_counter()
         try:
             self.sock.settimeout(timeout)
             wire.send_request(self.sock, request)
@@ -470,8 +471,10 @@ class WorkerProcess:
             self.kill()
             raise WorkerDied(f"the worker sent a malformed reply of type {type(reply).__name__}")
         peak = reply.get("peak_bytes")
-        if self.contention is not None and type(peak) is int:  # diagnostics only, never a verdict
-            self.contention.record_peak(f"{self.role} {request.get('op')}", peak)
+        if self.contention is not None:  # diagnostics only, never a verdict
+            self.contention.record_request(f"{self.role} {request.get('op')}", time.perf_counter() - sent)
+            if type(peak) is int:
+                self.contention.record_peak(f"{self.role} {request.get('op')}", peak)
         return reply
 
     def kill(self) -> None:

@@ -97,8 +97,11 @@ def test_contention_records_waits_and_holds():
         pass
     stats = contention.snapshot()["a lock"]
     assert stats["taken"] == 2 and stats["held_s"] >= 0.04
+    contention.record_request("executor execute", 0.5)
+    contention.record_request("executor execute", 1.5)
+    assert contention.requests() == {"executor execute": {"count": 2, "total_s": 2.0, "max_s": 1.5}}
     contention.reset()
-    assert contention.snapshot() == {}
+    assert contention.snapshot() == {} and contention.requests() == {}
 
 
 @pytest.mark.parametrize("device", ["cpu"])
