@@ -2,12 +2,16 @@
 
 ``$KZ_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/kz``, else ``~/.cache/kz``. Nothing here
 creates or deletes anything except the folder itself on request. Also
-:func:`replace_file`, how kz writes a file that must never be seen half-written.
+:func:`replace_file`, how kz writes a file that must never be seen half-written, and
+:func:`scratch_root`, the temporary folder of one evaluator, validator or audit.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import secrets
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -41,3 +45,36 @@ def replace_file(path: Path | str, data: str | bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(handle.name, path)
+
+
+#: The temporary folders kz's evaluators, validators and audits make: ``kz-<kind>-<pid>-<hex>``.
+_SCRATCH_NAME = re.compile(r"^kz-(eval|validate|audit)-(\d+)-[0-9a-f]{8}$")
+
+
+def scratch_root(kind: str, base: str | Path | None = None) -> Path:
+    """A new temporary folder's path for one evaluator, validator or audit of this process
+    (``kind``: eval, validate or audit), under ``base`` (default: the system's).
+
+    Such a folder is removed when its owner closes; one whose process was killed (a lost Ray
+    node, a time limit) stays. Those are removed here: folders of this naming whose process
+    no longer exists and that belong to this user. A folder of a live process, or of another
+    user's, is never touched.
+    """
+    base = Path(base or tempfile.gettempdir())
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        entries = []
+    for entry in entries:
+        match = _SCRATCH_NAME.match(entry.name)
+        if not match or int(match.group(2)) == os.getpid():
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            os.kill(int(match.group(2)), 0)
+        except ProcessLookupError:  # its process is gone
+            shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:  # alive (another user's: PermissionError) or unreadable
+            continue
+    return base / f"kz-{kind}-{os.getpid()}-{secrets.token_hex(4)}"

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import secrets
-import tempfile
 import os
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -33,6 +31,7 @@ import torch
 from kz_core.evaluate.correctness import compare, tolerance_for
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerError, WorkerPool
 from kz_core.model import Finding, Problem, Severity
+from kz_core.paths import scratch_root as new_scratch_root
 
 
 @attrs.frozen
@@ -90,7 +89,7 @@ def audit_problems(
     """Audit ``problems`` with reference workers on ``device`` (``config``: the eval section)."""
     problems = list(problems)
     settings = SandboxSettings(
-        scratch_root=Path(config.scratch_dir or tempfile.gettempdir()) / f"kz-audit-{os.getpid()}-{secrets.token_hex(4)}",
+        scratch_root=new_scratch_root("audit", config.scratch_dir),
         address_space_bytes=int(config.memory_limit_gb * (1 << 30)),
         file_size_bytes=int(config.file_size_limit_mb) << 20,
         threads=1 if device == "cpu" else 4,

@@ -29,11 +29,9 @@ import dataclasses
 import json
 import os
 import secrets
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -61,6 +59,7 @@ from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds
 from kz_core.evaluate.sandbox import SandboxSettings, executor_caches, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess
 from kz_core.evaluate.timing import GRAPH_CLOCK, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
+from kz_core.paths import scratch_root as new_scratch_root
 from kz_core.serialization import from_json_dict
 
 #: Settings that never change a verdict, left out of journal keys.
@@ -205,7 +204,7 @@ class Evaluator:
             return
         self.device = devices[0]
         self.seeds = Seeds.draw(self.config.trials)
-        scratch_root = Path(self.config.scratch_dir or tempfile.gettempdir()) / f"kz-eval-{os.getpid()}-{secrets.token_hex(4)}"
+        scratch_root = new_scratch_root("eval", self.config.scratch_dir)
         common = dict(
             scratch_root=scratch_root,
             address_space_bytes=int(self.config.memory_limit_gb * (1 << 30)),

@@ -37,10 +37,8 @@ import os
 import re
 import secrets
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -50,6 +48,7 @@ from kz_core.model import Finding, Problem, Severity
 from kz_core.parsing import ParsedReply
 from kz_core.problems.base import make_problem
 from kz_core.proposer.similarity import Fingerprint, fingerprint, most_similar
+from kz_core.paths import scratch_root as new_scratch_root
 
 #: Every check a validation can report, in the order they are made.
 CHECKS = (
@@ -252,7 +251,7 @@ class ModuleValidator:
         self.contaminants = contamination_set(config.proposer.decontaminate)
         eval_config = config.eval
         self.settings = SandboxSettings(
-            scratch_root=Path(eval_config.scratch_dir or tempfile.gettempdir()) / f"kz-validate-{os.getpid()}-{secrets.token_hex(4)}",
+            scratch_root=new_scratch_root("validate", eval_config.scratch_dir),
             address_space_bytes=int(eval_config.memory_limit_gb * (1 << 30)),
             file_size_bytes=int(eval_config.file_size_limit_mb) << 20,
             threads=1 if self.device == "cpu" else 4,

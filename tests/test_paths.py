@@ -1,0 +1,31 @@
+"""kz_core.paths: the scratch folders of killed evaluators are swept, live ones are kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from kz_core.paths import scratch_root
+
+
+def test_a_killed_processs_scratch_folder_is_removed_and_a_live_ones_kept(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    gone = tmp_path / f"kz-eval-{int(dead.stdout)}-0123abcd"  # its process has exited
+    (gone / "candidate-1").mkdir(parents=True)
+    (gone / "zygote-1.log").write_text("")
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        alive = tmp_path / f"kz-validate-{live.pid}-89abcdef"
+        alive.mkdir()
+        mine = tmp_path / f"kz-audit-{os.getpid()}-00000000"
+        mine.mkdir()
+        other = tmp_path / "kz-eval-notes"  # not kz's naming: never touched
+        other.mkdir()
+        path = scratch_root("eval", tmp_path)
+        assert path.parent == tmp_path and path.name.startswith(f"kz-eval-{os.getpid()}-") and not path.exists()
+        assert not gone.exists()
+        assert alive.is_dir() and mine.is_dir() and other.is_dir()
+    finally:
+        live.kill()
+        live.wait()
