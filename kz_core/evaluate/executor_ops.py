@@ -38,6 +38,14 @@ def _unexpected(leaves: list[Any], expected: list[Any] | None) -> dict[int, str]
     return found
 
 
+def _phase(phases: dict[str, float], name: str, since: float) -> float:
+    """Add the seconds since ``since`` to ``phases[name]``; returns now. Diagnostics for the
+    throughput benchmark (``Contention.requests``), never a verdict."""
+    now = time.perf_counter()
+    phases[name] = phases.get(name, 0.0) + now - since
+    return now
+
+
 class ExecutorOps:
     """The executor role's requests (state lives in ``Worker``)."""
 
@@ -120,19 +128,26 @@ class ExecutorOps:
         torch = self.torch
         records = []
         held = []
+        phases: dict[str, float] = {}
         started = time.perf_counter()
         try:
             for trial in request["trials"]:
                 replay = self.plans.get(trial["plan"])
                 if replay is None:
                     return {"ok": False, "stage": "protocol", "message": f"no plan {trial['plan']!r}"}
+                mark = time.perf_counter()
                 _, inputs = self._inputs(trial, request)
+                synchronize(self.device)
+                mark = _phase(phases, "draw inputs", mark)
                 prints = fingerprint(inputs)
                 originals = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
                 poison_free_memory(self.device, request.get("poison_mb", 0))
+                synchronize(self.device)
+                mark = _phase(phases, "keep and poison", mark)
                 provenance: dict[str, Any] = {}
                 output = replay(*inputs, provenance=provenance)
                 synchronize(self.device)
+                mark = _phase(phases, "replay", mark)
                 structure, leaves = flatten_outputs(output)
                 tensor_inputs = [x for x in inputs if isinstance(x, torch.Tensor)]
                 withheld = _unexpected(leaves, trial.get("expected"))
@@ -158,12 +173,15 @@ class ExecutorOps:
                 }
                 if trial.get("variant"):  # the size-variation trial (fuzz examples are not)
                     record["variant"] = trial["overrides"]
+                synchronize(self.device)
+                mark = _phase(phases, "check outputs", mark)
                 if request.get("share"):
                     record["shared"] = [
                         share_cuda_tensor(x) if type(x) is torch.Tensor and x.is_cuda and x.numel() and i not in withheld else None for i, x in enumerate(leaves)
                     ]
                     record["outputs"] = [None for _ in leaves]
                     held.append(leaves)
+                    mark = _phase(phases, "share outputs", mark)
                 records.append(record)
                 del originals
         except BaseException as exc:  # noqa: BLE001 - a kernel that fails or crashes the device
@@ -174,7 +192,7 @@ class ExecutorOps:
                 reply["check"] = exc.check  # a named finding (a kernel not in the source)
             return reply
         self.held = held
-        return {"ok": True, "trials": records, "seconds": time.perf_counter() - started}
+        return {"ok": True, "trials": records, "seconds": time.perf_counter() - started, "phases": phases}
 
     def op_time_plan(self, request: dict[str, Any]) -> dict[str, Any]:
         """Time the default plan's replay (graph replays on a GPU) on the timing seeds."""

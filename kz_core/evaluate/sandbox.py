@@ -473,6 +473,11 @@ class WorkerProcess:
         peak = reply.get("peak_bytes")
         if self.contention is not None:  # diagnostics only, never a verdict
             self.contention.record_request(f"{self.role} {request.get('op')}", time.perf_counter() - sent)
+            phases = reply.get("phases")  # what the request's time was spent on, as the worker says
+            if isinstance(phases, dict) and len(phases) <= 16:
+                for phase, seconds in phases.items():
+                    if isinstance(phase, str) and type(seconds) is float and 0 <= seconds < 1e6:
+                        self.contention.record_request(f"{self.role} {request.get('op')}: {phase[:40]}", seconds)
             if type(peak) is int:
                 self.contention.record_peak(f"{self.role} {request.get('op')}", peak)
         return reply
