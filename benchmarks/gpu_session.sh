@@ -9,11 +9,15 @@
 #   benchmarks/gpu_session.sh setup model sampling train-coder bench-eval   (the next, carrying .model/p2)
 #   benchmarks/gpu_session.sh setup coevolve
 # Issue 16's learning curve (benchmarks/learning_curve.py; the corpus from `kz data synth`
-# in runs/curve-synth, carried): base, SFT, CA-GRPO and co-evolution points, each sampled
-# into $RUNS/curve/points/<label>; `curve-pack` puts them, the runs' metrics and the SFT
-# adapter into $OUT/curve.tar.gz:
+# in runs/curve-synth, or packed as .curve/curve-synth.tgz, carried): base, SFT, CA-GRPO and
+# co-evolution points, each sampled into $RUNS/curve/points/<label>; `curve-pack` puts them,
+# the runs' metrics and their LoRA adapters (float16) into a few files of $OUT. The points
+# are judged where the files come back (learning_curve.py judge, on a CPU):
 #   benchmarks/gpu_session.sh setup model curve-base sft curve-sft grpo curve-pack
 #   benchmarks/gpu_session.sh setup curve-grpo coevolve-round curve-coevolve curve-kb curve-pack
+# With an SFT adapter made earlier (carried in .curve/sft-adapter) instead of the sft stage:
+#   KZ_SFT_ADAPTER=$PWD/.curve/sft-adapter KZ_INDIST=$PWD/.curve/indist-problems.jsonl \
+#     benchmarks/gpu_session.sh setup model curve-sft grpo curve-grpo curve-pack
 # and its ablations (reward: CA-GRPO, speed always on, correctness only; frontier: beta, uniform):
 #   benchmarks/gpu_session.sh setup ablate-reward ablate-frontier curve-pack
 # Stage time limits (seconds) come from KZ_<STAGE>_S, e.g. KZ_COEVOLVE_S=420.
