@@ -135,7 +135,15 @@ for what in "$@"; do
         "${CURVE_OPTS[@]}" 'sft.backends=[triton]' sft.num_train_epochs="${KZ_SFT_EPOCHS:-3}" sft.per_device_train_batch_size=16 \
         sft.learning_rate=3e-4 sft.max_length=2048 sft.save_steps=200 ;;
     curve-sft) curve_point sft "${SFT_OPTS[@]}" ;;
+    select)  # training problems the SFT model solves sometimes (judged on this machine's CPU cores): GRPO's signal
+      stage select timeout "${KZ_SELECT_S:-240}" $PY benchmarks/learning_curve.py select --problems "$SYNTH/synth.train-problems.jsonl" \
+        --ids "${KZ_SELECT_IDS:-1-64}" --n 8 --out "$RUNS/select.json" -d cpu eval.workers="${KZ_SELECT_WORKERS:-12}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}"
+      cp "$RUNS/select.json" "$OUT/" 2>/dev/null ;;
     grpo)
+      # The problems `select` kept, when it ran (else KZ_GRPO_IDS, else 1-64).
+      if [ -z "${KZ_GRPO_IDS:-}" ] && [ -f "$RUNS/select.json" ]; then
+        KZ_GRPO_IDS=$($PY -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['ids'])))" "$RUNS/select.json")
+      fi
       stage grpo timeout "${KZ_GRPO_S:-300}" $PY -m kz_core.cli train coder --preset h200 --problems "$SYNTH/synth.train-problems.jsonl" \
         run.root="$RUNS" run.name=curve-grpo problems.ids="${KZ_GRPO_IDS:-1-64}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" \
         train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 train.save_steps=2 run.seed=1 ;;

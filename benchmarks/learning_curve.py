@@ -21,6 +21,9 @@ Proposer, the share of valid modules. ``kz report OUT`` plots it. Usage:
 Points sampled on another machine carry that machine's problem paths; ``--source
 kb=.kb/problems.jsonl`` (per set) gives this machine's.
 
+``select`` samples and judges training problems and keeps those the model solves sometimes
+but not always, where GRPO has a signal (``--out ids.json``; ``problems.ids`` takes them).
+
 The easy KernelBench list is level 1, problems 19-32 (``--kb-ids``): ReLU, LeakyReLU,
 Sigmoid, Tanh, Softmax, LogSoftmax, Swish, GELU, SELU, HardSigmoid, Softplus, Softsign,
 ELU, HardTanh. Pass@k needs correctness only, so ``judge`` turns timing off.
@@ -201,6 +204,33 @@ def judge(args: argparse.Namespace) -> None:
                 print(json.dumps(row), flush=True)
 
 
+def select(args: argparse.Namespace) -> None:
+    """Sample the model ``--n`` times on training problems, judge them (correctness only),
+    and write the ids of the problems it solves sometimes but not always: where GRPO's
+    group advantages are not zero. A group that is all correct (or all wrong) with equal
+    rewards teaches nothing, and after SFT most training problems are all correct."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.generate import evaluate_samples, sample_candidates
+    from kz_core.plugins import get_plugin_manager
+    from kz_core.problems import load_problems
+
+    config = _config([f"eval.device={args.device}", "eval.timing=false", *args.overrides])
+    problems = load_problems(args.problems, ids=args.ids).problems
+    started = time.perf_counter()
+    samples = sample_candidates(problems, args.n, config.eval.backend, config.policy, get_plugin_manager())
+    sampled = time.perf_counter() - started
+    with Evaluator(problems, config.eval) as evaluator:
+        results = evaluate_samples(samples, evaluator)
+    correct: dict[str, list[bool]] = {p.name: [] for p in problems}
+    for result in results:
+        correct[result.problem].append(result.correct)
+    rates = {name: sum(flags) / max(len(flags), 1) for name, flags in correct.items()}
+    chosen = [p.problem_id for p in problems if args.low <= rates[p.name] <= args.high and p.problem_id is not None]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"ids": chosen, "rates": rates, "n": args.n, "sample_s": round(sampled, 1), "total_s": round(time.perf_counter() - started, 1)}, indent=2) + "\n", encoding="utf-8")
+    print(f"{len(chosen)} of {len(problems)} problems solved in {args.low:.0%}..{args.high:.0%} of {args.n} samples: {','.join(map(str, chosen))}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -224,8 +254,17 @@ def main(argv: list[str] | None = None) -> None:
     j.add_argument("--source", action="append", default=[], metavar="SET=PATH", help="the problems of SET here, when the points were sampled on another machine (e.g. kb=.kb/problems.jsonl)")
     j.add_argument("--max-size", type=int, default=0, help="judge the kb set with its size constants capped at this (e.g. 256, for a CPU); 0: published sizes")
     j.add_argument("overrides", nargs="*", help="KEY=VALUE config overrides")
+    c = sub.add_parser("select", help="training problems the model solves sometimes (GRPO's signal); writes their ids")
+    c.add_argument("--problems", required=True, help="training problems JSONL (kz data synth's train-problems)")
+    c.add_argument("--ids", default="", help="only these problem ids (e.g. 1-128)")
+    c.add_argument("--n", type=int, default=8, help="samples per problem")
+    c.add_argument("--low", type=float, default=0.125, help="lowest pass rate kept")
+    c.add_argument("--high", type=float, default=0.875, help="highest pass rate kept")
+    c.add_argument("--out", required=True, help="JSON with the chosen ids and every problem's pass rate")
+    c.add_argument("--device", "-d", default="cpu", help="where the samples are judged")
+    c.add_argument("overrides", nargs="*", help="KEY=VALUE config overrides")
     args = parser.parse_args(argv)
-    {"sample": sample, "judge": judge}[args.command](args)
+    {"sample": sample, "judge": judge, "select": select}[args.command](args)
 
 
 if __name__ == "__main__":

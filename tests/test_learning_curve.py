@@ -46,3 +46,19 @@ def test_kernelbench_sizes_shrink_for_a_cpu():
     shrunk = shrink_sizes(code, 256)
     assert "batch_size = 256\ndim = 256  # published\nsmall = 16\nflag = 1\n" in shrunk
     assert shrink_sizes(code, 1 << 20) == code
+
+
+def test_select_keeps_the_problems_solved_sometimes(tmp_path):
+    """The tiny random model writes format errors only: every pass rate is 0, so nothing
+    is kept by default, and everything with --low 0 --high 0."""
+    problem = (REPO / "examples" / "problems" / "2_scaled_relu.py").read_text()
+    problems = tmp_path / "train.jsonl"
+    problems.write_text("".join(json.dumps({"name": f"p{i}", "code": problem, "problem_id": i}) + "\n" for i in (1, 2, 3)))
+    options = ["policy.model=embedded:tiny", "policy.max_new_tokens=8", "policy.one_shot=false", "policy.device=cpu", "eval.workers=1"]
+    chosen = run("select", "--problems", str(problems), "--ids", "1-2", "--n", "2", "--out", "ids.json", *options, cwd=tmp_path)
+    assert chosen.returncode == 0, chosen.stderr[-2000:]
+    report = json.loads((tmp_path / "ids.json").read_text())
+    assert report["ids"] == [] and report["rates"] == {"p1": 0.0, "p2": 0.0} and report["n"] == 2
+    everything = run("select", "--problems", str(problems), "--n", "1", "--low", "0", "--high", "0", "--out", "all.json", *options, cwd=tmp_path)
+    assert everything.returncode == 0, everything.stderr[-2000:]
+    assert json.loads((tmp_path / "all.json").read_text())["ids"] == [1, 2, 3]
