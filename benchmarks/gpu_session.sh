@@ -15,7 +15,10 @@
 # are judged where the files come back (learning_curve.py judge, on a CPU):
 #   benchmarks/gpu_session.sh setup model curve-base sft curve-sft grpo curve-pack
 #   benchmarks/gpu_session.sh setup curve-grpo coevolve-round curve-coevolve curve-kb curve-pack
-# With an SFT adapter made earlier (carried in .curve/sft-adapter) instead of the sft stage:
+# .curve/ (ignored; carried) holds: sft-adapter/ (a `kz train sft` run's adapter/, e.g. the
+# float16 copy curve-pack returns), curve-synth.tgz (tar -czf .curve/curve-synth.tgz -C runs
+# curve-synth) and indist-problems.jsonl (`kz data synth --n 24 --seed 77`'s train problems,
+# the held-out family's rows removed). With that SFT adapter instead of the sft stage:
 #   KZ_SFT_ADAPTER=$PWD/.curve/sft-adapter KZ_INDIST=$PWD/.curve/indist-problems.jsonl \
 #     benchmarks/gpu_session.sh setup model curve-sft grpo curve-grpo curve-pack
 # and its ablations (reward: CA-GRPO, speed always on, correctness only; frontier: beta, uniform):
