@@ -56,10 +56,14 @@ def scratch_root(kind: str, base: str | Path | None = None) -> Path:
     (``kind``: eval, validate or audit), under ``base`` (default: the system's).
 
     Such a folder is removed when its owner closes; one whose process was killed (a lost Ray
-    node, a time limit) stays. Those are removed here: folders of this naming whose process
-    no longer exists and that belong to this user. A folder of a live process, or of another
-    user's, is never touched.
+    node, a time limit) stays. Those are removed here: folders of this naming that belong to
+    this user, whose process no longer exists and that have not changed for an hour (a
+    process in another PID namespace sharing this folder keeps its own changing). A folder
+    of a live process, or of another user's, is never touched.
     """
+    import time
+
+    stale_before = time.time() - 3600
     base = Path(base or tempfile.gettempdir())
     try:
         entries = list(os.scandir(base))
@@ -70,7 +74,8 @@ def scratch_root(kind: str, base: str | Path | None = None) -> Path:
         if not match or int(match.group(2)) == os.getpid():
             continue
         try:
-            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+            info = entry.stat(follow_symlinks=False)
+            if not entry.is_dir(follow_symlinks=False) or info.st_uid != os.getuid() or info.st_mtime > stale_before:
                 continue
             os.kill(int(match.group(2)), 0)
         except ProcessLookupError:  # its process is gone
