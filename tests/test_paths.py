@@ -29,6 +29,8 @@ def test_a_killed_processs_scratch_folder_is_removed_and_a_live_ones_kept(tmp_pa
         mine.mkdir()
         other = tmp_path / "kz-eval-notes"  # not kz's naming: never touched
         other.mkdir()
+        for folder in (alive, mine, other):  # as old as the swept one: kept for another reason
+            os.utime(folder, (hour_ago, hour_ago))
         path = scratch_root("eval", tmp_path)
         assert path.parent == tmp_path and path.name.startswith(f"kz-eval-{os.getpid()}-") and not path.exists()
         assert not gone.exists()
