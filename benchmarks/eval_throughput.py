@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--levels", default="", help="several levels, comma-separated (a sweep: --levels 1,2,3 --samples 8)")
     parser.add_argument("--samples", type=int, default=1, help="candidates per problem (each a distinct source: none comes from a cache)")
     parser.add_argument("--limit", type=int, default=0, help="first N problems only")
-    parser.add_argument("--ids", default="", help="only these problem ids, comma-separated (e.g. 34,95)")
+    parser.add_argument("--ids", default="", help="only these problem ids, numbers and ranges (e.g. 19-32,95)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--passes", type=int, default=2)
@@ -50,7 +50,9 @@ def main() -> None:
             problems[index] = attrs.evolve(problem, name=f"level{problem.level}_{problem.name}")
         seen.add(problems[index].name)
     if args.ids:
-        wanted = {int(i) for i in args.ids.split(",")}
+        from kz_core.problems import parse_ids
+
+        wanted = parse_ids(args.ids)
         problems = [p for p in problems if p.problem_id in wanted]
     if args.limit:
         problems = problems[: args.limit]
