@@ -144,9 +144,10 @@ for what in "$@"; do
         "${CURVE_OPTS[@]}" 'sft.backends=[triton]' sft.num_train_epochs="${KZ_SFT_EPOCHS:-3}" sft.per_device_train_batch_size=16 \
         sft.learning_rate=3e-4 sft.max_length=2048 sft.save_steps=200 ;;
     curve-sft) curve_point sft "${SFT_OPTS[@]}" ;;
-    select)  # training problems the SFT model solves sometimes (judged on this machine's CPU cores): GRPO's signal
+    select)  # training problems the SFT model solves sometimes: GRPO's signal. Judged on the GPU, correctness
+      # only: the image's Triton 3.6 interpreter fails on loops with a runtime bound under its NumPy 2.5.
       stage select timeout "${KZ_SELECT_S:-240}" $PY benchmarks/learning_curve.py select --problems "$SYNTH/synth.train-problems.jsonl" \
-        --ids "${KZ_SELECT_IDS:-1-64}" --n 8 --out "$RUNS/select.json" -d cpu eval.workers="${KZ_SELECT_WORKERS:-12}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}"
+        --ids "${KZ_SELECT_IDS:-1-48}" --n 8 --out "$RUNS/select.json" -d cuda eval.workers="${KZ_SELECT_WORKERS:-8}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}"
       cp "$RUNS/select.json" "$OUT/" 2>/dev/null ;;
     grpo)
       grpo_ids
