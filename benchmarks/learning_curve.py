@@ -222,13 +222,15 @@ def select(args: argparse.Namespace) -> None:
     with Evaluator(problems, config.eval) as evaluator:
         results = evaluate_samples(samples, evaluator)
     correct: dict[str, list[bool]] = {p.name: [] for p in problems}
+    verdicts: dict[str, dict[str, int]] = {}
     for result in results:
         correct[result.problem].append(result.correct)
+        verdicts[result.verdict.value] = verdicts.get(result.verdict.value, 0) + 1
     rates = {name: sum(flags) / max(len(flags), 1) for name, flags in correct.items()}
     chosen = [p.problem_id for p in problems if args.low <= rates[p.name] <= args.high and p.problem_id is not None]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"ids": chosen, "rates": rates, "n": args.n, "sample_s": round(sampled, 1), "total_s": round(time.perf_counter() - started, 1)}, indent=2) + "\n", encoding="utf-8")
-    print(f"{len(chosen)} of {len(problems)} problems solved in {args.low:.0%}..{args.high:.0%} of {args.n} samples: {','.join(map(str, chosen))}", flush=True)
+    Path(args.out).write_text(json.dumps({"ids": chosen, "rates": rates, "verdicts": verdicts, "n": args.n, "sample_s": round(sampled, 1), "total_s": round(time.perf_counter() - started, 1)}, indent=2) + "\n", encoding="utf-8")
+    print(f"{len(chosen)} of {len(problems)} problems solved in {args.low:.0%}..{args.high:.0%} of {args.n} samples: {','.join(map(str, chosen))} (verdicts: {verdicts})", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
