@@ -114,6 +114,12 @@ def _curve_plot(run: RunData, folder: Path, plots: dict[str, Path]) -> None:
     plots[title] = path
 
 
+def _set_label(row: dict[str, Any]) -> str:
+    """A curve row's set as the table names it, with the size cap it was judged at."""
+    label = str(CURVE_SETS.get(row.get("set", ""), row.get("set")))
+    return f"{label} (sizes <= {row['max_size']})" if row.get("max_size") else label
+
+
 def curve_table(run: RunData) -> str:
     """The learning curve as an HTML table (one row per point and set)."""
     if not run.curve:
@@ -124,7 +130,7 @@ def curve_table(run: RunData) -> str:
         return "-" if value is None else f"{100 * value:.1f}%" if isinstance(value, float) else html.escape(str(value))
 
     body = "".join(
-        "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in (r["point"], CURVE_SETS.get(r.get("set", ""), r.get("set")), r.get("samples"), r.get("format_error_rate"), r.get("pass@1"), r.get("pass@n"), r.get("valid_rate"))) + "</tr>"
+        "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in (r["point"], _set_label(r), r.get("samples"), r.get("format_error_rate"), r.get("pass@1"), r.get("pass@n"), r.get("valid_rate"))) + "</tr>"
         for r in run.curve
     )
     return f"<h2>Learning curve</h2><table>{head}{body}</table>"
