@@ -31,7 +31,7 @@ import shutil
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 #: In candidate workers: the shared folder of finished builds (read-only there).
 SHARED_ENV = "KZ_SHARED_BUILDS"
@@ -76,10 +76,14 @@ def deferring() -> bool:
     return os.environ.get(DEFER_ENV) == "1"
 
 
-def defer(backend: str, arguments: Any) -> NoReturn:
-    """Hand one build to the trusted builder: recorded for the load's reply, then raised."""
-    DEFERRED.append({"backend": backend, "arguments": arguments})
-    raise BuildDeferred(f"{backend}: this build is made by kz's trusted builder, and the candidate is loaded again once it is")
+def defer(backend: str, arguments: Any, last: bool = True, optional: bool = False) -> None:
+    """Hand one build to the trusted builder: recorded for the load's reply, then raised
+    (:class:`BuildDeferred`). With ``last=False`` it is only recorded (a build that a
+    later deferred one uses: they are made in order); an ``optional`` build that cannot be
+    made is no failure of the candidate (its user builds without it)."""
+    DEFERRED.append({"backend": backend, "arguments": arguments, **({"optional": True} if optional else {})})
+    if last:
+        raise BuildDeferred(f"{backend}: this build is made by kz's trusted builder, and the candidate is loaded again once it is")
 
 
 def validate_deferred(entries: Any, builders: dict[str, Any]) -> list[dict[str, Any]]:
@@ -89,8 +93,10 @@ def validate_deferred(entries: Any, builders: dict[str, Any]) -> list[dict[str, 
         raise ValueError(f"deferred builds must be a list of at most {MAX_DEFERRED}")
     checked = []
     for entry in entries:
-        if not isinstance(entry, dict) or set(entry) != {"backend", "arguments"} or entry["backend"] not in builders:
+        if not isinstance(entry, dict) or not {"backend", "arguments"} <= set(entry) <= {"backend", "arguments", "optional"} or entry["backend"] not in builders:
             raise ValueError("a deferred build must name a backend with a builder and its arguments")
+        if entry.get("optional", False) is not True and "optional" in entry:
+            raise ValueError("a deferred build's 'optional' must be true when given")
         if len(json.dumps(entry["arguments"], sort_keys=True)) > MAX_ARGUMENT_BYTES:
             raise ValueError("a deferred build's arguments are too large")
         checked.append(entry)

@@ -702,7 +702,7 @@ class Evaluator:
             return Finding("runtime_error", f"the candidate's reply is malformed: {exc}")
         for entry in entries:
             finding = self._build_one(entry["backend"], entry["arguments"])
-            if finding is not None:
+            if finding is not None and not entry.get("optional"):
                 return finding
         return None
 

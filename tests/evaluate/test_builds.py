@@ -32,7 +32,12 @@ def test_deferred_builds_are_checked_as_data():
     builders = {"cuda_inline": object()}
     entry = {"backend": "cuda_inline", "arguments": {"name": "x"}}
     assert validate_deferred([entry], builders) == [entry]
-    for bad in ([{"backend": "triton", "arguments": {}}], [{"backend": "cuda_inline"}], "x", [entry] * (MAX_DEFERRED + 1), [{**entry, "folder": "/tmp"}]):
+    optional = {**entry, "optional": True}  # a build its user can do without (cuda_inline's prelude)
+    assert validate_deferred([optional, entry], builders) == [optional, entry]
+    for bad in (
+        [{"backend": "triton", "arguments": {}}], [{"backend": "cuda_inline"}], "x", [entry] * (MAX_DEFERRED + 1), [{**entry, "folder": "/tmp"}],
+        [{**entry, "optional": False}], [{**entry, "optional": "yes"}],
+    ):
         with pytest.raises(ValueError):
             validate_deferred(bad, builders)
 

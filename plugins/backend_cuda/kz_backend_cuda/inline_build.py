@@ -23,6 +23,23 @@ arguments (strings and lists of strings: the sources, ``functions``, compiler fl
 - **torch without CUDA** (a CPU wheel): it cannot link or load a CUDA extension, but with a
   CUDA toolkit the child still compiles both translation units with torch's flags, which
   finds every compiler error; the result says ``checked`` (compiled, not linked).
+- **the prelude, a faster path than a plain ``load_inline``**: most of a cold build is the
+  compilers reading torch's headers, above all ``torch/extension.h`` (``torch/all.h``, the
+  whole C++ frontend, and pybind11), which ``main.cpp`` starts with and nearly every
+  KernelBench ``cuda_sources`` includes on top of the ``torch/types.h`` that ``load_inline``
+  puts first. Once per toolchain and C++ optimisation level, kz builds a *prelude*
+  (:func:`build_prelude_into`): ``torch/extension.h`` precompiled with torch's own flags
+  (gcc's precompiled header, found first through ``-I``), and the names that header
+  declares beyond ``torch/types.h``. A build with a prelude compiles ``main.cpp`` against
+  the precompiled header (gcc ignores one that does not fit the flags and reads the header:
+  never a different result), and first tries ``cuda.cu`` *light*: each line that includes
+  ``torch/extension.h`` blanked (line numbers unchanged). When the light ``cuda.cu`` fails
+  on a name that only ``torch/extension.h`` declares (``py::``, ``torch::nn``), it is
+  compiled again as written; any other error is the candidate's, reported from the light
+  build. The record says which path built it (``path``). In the evaluator the prelude is a
+  shared build like any other, made by kz's trusted builder from kz's own arguments
+  (:func:`prelude_arguments`: an optimisation flag from an allow-list, never the
+  candidate's text).
 
 This module never runs a candidate's Python code: the child builds sources and loads the
 built library, nothing else.
@@ -36,6 +53,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -67,6 +85,19 @@ BUILD_COMMAND: tuple[str, ...] = (sys.executable, "-m", "kz_backend_cuda.inline_
 #: cache's, output is captured, torch's shared precompiled header is never touched.
 IGNORED_ARGUMENTS = frozenset({"build_directory", "verbose", "keep_intermediates", "use_pch"})
 NO_NVCC = "cuda_inline needs nvcc (CUDA_HOME) to build: none found"
+#: Whether builds use the prelude (precompiled ``torch/extension.h``, light ``cuda.cu``).
+USE_PRELUDE = os.environ.get("KZ_INLINE_PRELUDE", "1") != "0"
+#: The header the prelude precompiles, and its version (a new one is a new build key).
+PRELUDE_HEADER = "torch/extension.h"
+PRELUDE_VERSION = 1
+#: The prelude's record in its folder, and the file of names it declares beyond torch/types.h.
+PRELUDE_RECORD = "kz-prelude.json"
+PRELUDE_NAMES = "extension-names.json"
+#: C++ optimisation flags a prelude is built for (gcc uses a precompiled header only with
+#: the optimisation level it was made with); other flags do not select a prelude.
+OPTIMISATION_FLAGS = ("-O", "-O0", "-O1", "-O2", "-O3", "-Os", "-Og", "-Oz")
+#: A line of a CUDA source that includes ``torch/extension.h`` (blanked by the light path).
+_EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"][ \t]*(//[^\n]*)?$', re.MULTILINE)
 
 
 class InlineBuildError(Exception):
@@ -123,6 +154,9 @@ class BuildRecord:
     :ivar source_file: for ``failed``: ``cuda.cu`` or ``main.cpp``, when the log says.
     :ivar line: for ``failed``: the first error's line in ``source_file``.
     :ivar cached: read from an earlier build's record rather than built now.
+    :ivar path: how it was built: ``light`` (with the prelude, ``cuda.cu`` without
+        ``torch/extension.h``), ``prelude`` (``main.cpp`` against the precompiled header,
+        ``cuda.cu`` as written) or ``plain`` (torch's ``load_inline`` as it is).
     """
 
     status: str
@@ -133,6 +167,21 @@ class BuildRecord:
     source_file: str = ""
     line: int | None = None
     cached: bool = False
+    path: str = ""
+
+
+@attrs.frozen
+class Prelude:
+    """A finished prelude (:func:`build_prelude_into`).
+
+    :ivar folder: holds ``torch/extension.h`` and, when ``pch``, its precompiled header.
+    :ivar pch: whether the precompiled header was made (gcc only).
+    :ivar names: the identifiers ``torch/extension.h`` declares beyond ``torch/types.h``.
+    """
+
+    folder: Path
+    pch: bool
+    names: frozenset[str]
 
 
 # -- the toolchain ---------------------------------------------------------------------------
@@ -278,6 +327,121 @@ def _write_record(folder: Path, record: BuildRecord) -> None:
     replace_file(folder / RECORD_NAME, json.dumps(attrs.asdict(record)))
 
 
+# -- the prelude ------------------------------------------------------------------------------
+
+
+def prelude_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The build arguments of the prelude an extension's build uses: kz's own data, the
+    header and the last optimisation flag of the extension's ``extra_cflags`` (one of
+    :data:`OPTIMISATION_FLAGS`, or none)."""
+    optimisation = ""
+    flags = arguments.get("extra_cflags")
+    for flag in flags if isinstance(flags, list) else []:
+        for word in flag.split() if isinstance(flag, str) else []:
+            if word in OPTIMISATION_FLAGS:
+                optimisation = word
+    return {"prelude": PRELUDE_HEADER, "version": PRELUDE_VERSION, "optimisation": optimisation}
+
+
+def is_prelude(arguments: Any) -> bool:
+    """Whether build arguments are a prelude's (:func:`prelude_arguments`)."""
+    return isinstance(arguments, dict) and "prelude" in arguments
+
+
+def read_prelude(folder: Path | None) -> Prelude | None:
+    """The finished prelude in ``folder``, if there is a usable one."""
+    if folder is None:
+        return None
+    try:
+        data = json.loads((folder / PRELUDE_RECORD).read_text())
+        names = json.loads((folder / PRELUDE_NAMES).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("status") != "built" or not isinstance(names, list):
+        return None
+    pch = bool(data.get("pch")) and (folder / (PRELUDE_HEADER + ".gch")).is_file() and (folder / PRELUDE_HEADER).is_file()
+    return Prelude(folder, pch, frozenset(name for name in names if isinstance(name, str)))
+
+
+def local_prelude(arguments: dict[str, Any], tools: Toolchain, timeout_s: float) -> Prelude | None:
+    """The prelude of a build outside the evaluator's sandbox: from the shared folder when
+    this process has one, else made once in the kz cache (``torch_extensions/prelude-<key>``)."""
+    if not USE_PRELUDE or tools.problem:
+        return None
+    prelude = prelude_arguments(arguments)
+    shared = shared_build(INLINE_BACKEND, prelude, identity(tools))
+    if shared is not None:
+        return read_prelude(shared)
+    folder = build_folder("prelude-" + build_key(prelude, tools))
+    found = read_prelude(folder)
+    if found is not None or (folder / PRELUDE_RECORD).is_file():
+        return found  # a prelude that could not be made is not tried again
+    try:
+        build_prelude_into(folder, prelude, tools, timeout_s)
+    except InlineBuildError:
+        return None
+    return read_prelude(folder)
+
+
+def light_sources(sources: Any) -> Any:
+    """``cuda_sources`` with each line that includes ``torch/extension.h`` blanked (same
+    shape, same line numbers), or ``None`` when no line does."""
+    if isinstance(sources, str):
+        light = _EXTENSION_INCLUDE.sub("", sources)
+        return light if light != sources else None
+    if isinstance(sources, list) and all(isinstance(source, str) for source in sources):
+        lights = [_EXTENSION_INCLUDE.sub("", source) for source in sources]
+        return lights if lights != sources else None
+    return None
+
+
+_QUOTED = re.compile(r'"([A-Za-z_]\w*)"')
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
+def needs_extension_header(log: str, names: frozenset[str]) -> bool:
+    """Whether the errors of a light ``cuda.cu`` may come from the blanked includes: an
+    error in ``cuda.cu`` that names (or whose quoted source line holds) an identifier that
+    only ``torch/extension.h`` declares."""
+    lines = log.splitlines()
+    for index, line in enumerate(lines):
+        if "cuda.cu" not in line or not re.search(r"\berror\b", line):
+            continue
+        if any(name in names for name in _QUOTED.findall(line)):
+            return True
+        context = lines[index + 1] if index + 1 < len(lines) else ""
+        if any(name in names for name in _IDENTIFIER.findall(context)):
+            return True
+    return False
+
+
+def build_prelude_into(folder: Path, prelude: dict[str, Any], tools: Toolchain, timeout_s: float) -> BuildRecord:
+    """Make the prelude of ``prelude`` (:func:`prelude_arguments`) in ``folder``, in a child
+    process: a copy of ``torch/extension.h`` with its precompiled header (gcc; compiled
+    with the flags torch gives ``main.cpp`` and the optimisation flag) and the names it
+    declares beyond ``torch/types.h``. Its record is :data:`PRELUDE_RECORD`.
+
+    :raises InlineBuildError: when the child runs past ``timeout_s`` or ends without a result.
+    """
+    optimisation = prelude.get("optimisation", "")
+    if not is_prelude(prelude) or optimisation not in ("", *OPTIMISATION_FLAGS):
+        return BuildRecord("failed", message=f"not a prelude kz builds: {json.dumps(prelude)[:200]}")
+    request = {"prelude": prelude, "folder": str(folder), "cuda_home": tools.cuda_home, "mode": tools.mode}
+    try:
+        return _run_build(request, folder, tools, timeout_s, "the cuda_inline prelude")
+    except InlineBuildError as exc:
+        return _prelude_failed(folder, exc.message, 0.0)
+
+
+def _prelude_failed(folder: Path, why: str, seconds: float) -> BuildRecord:
+    """Record in ``folder`` that its prelude could not be made (builds go without one, and
+    it is not tried again)."""
+    record = BuildRecord("failed", seconds=seconds, message=f"the cuda_inline prelude could not be made here: {why}"[:2000])
+    folder.mkdir(parents=True, exist_ok=True)
+    replace_file(folder / PRELUDE_RECORD, json.dumps({"status": "failed", "message": record.message}))
+    return record
+
+
 # -- reading compiler output ------------------------------------------------------------------
 
 _COMMAND_LINE = re.compile(r"^(\[\d+/\d+\] |\S*(nvcc|c\+\+|g\+\+|gcc|clang\+\+|cc)\s)")
@@ -368,7 +532,7 @@ def build(arguments: dict[str, Any], tools: Toolchain, timeout_s: float) -> Buil
 
     :param arguments: ``load_inline``'s keyword arguments, plain data, without
         :data:`IGNORED_ARGUMENTS`.
-    :param timeout_s: how long the child may take.
+    :param timeout_s: how long the child may take (its prelude's first build included).
     :returns: the record: ``built``, ``checked`` or ``failed`` (a compiler error is a
         result, for the caller to map to the candidate's lines).
     :raises InlineBuildError: when the toolchain cannot build here, the child runs past
@@ -382,57 +546,109 @@ def build(arguments: dict[str, Any], tools: Toolchain, timeout_s: float) -> Buil
         if record is not None:
             return attrs.evolve(record, cached=True)
     if deferring_builds():
+        if USE_PRELUDE:
+            prelude = prelude_arguments(arguments)
+            folder = shared_build(INLINE_BACKEND, prelude, identity(tools))
+            if folder is not None and not (folder / PRELUDE_RECORD).is_file():
+                defer_build(INLINE_BACKEND, prelude, last=False, optional=True)  # made first; without it, a plain build
         defer_build(INLINE_BACKEND, arguments)  # kz's trusted builder builds it; raises BuildDeferred
-    return build_into(build_folder(build_key(arguments, tools)), arguments, tools, timeout_s)
+    started = time.monotonic()
+    prelude_found = local_prelude(arguments, tools, timeout_s)
+    return build_into(build_folder(build_key(arguments, tools)), arguments, tools, timeout_s - (time.monotonic() - started), prelude_found)
 
 
 def build_shared(arguments: dict[str, Any], folder: str, device: str) -> dict[str, Any]:
-    """``BackendInfo.builder`` of ``cuda_inline``: build ``arguments`` into ``folder`` in
-    kz's trusted builder (a fresh worker that ran no candidate code); the record, as data."""
+    """``BackendInfo.builder`` of ``cuda_inline``: build ``arguments`` (an extension's, or a
+    prelude's) into ``folder`` in kz's trusted builder (a fresh worker that ran no candidate
+    code); the record, as data. An extension's build uses its prelude from the shared
+    folder when it is there."""
     tools = toolchain(device)
     if tools.problem:
         return attrs.asdict(BuildRecord("unavailable", message=tools.problem))
     try:
-        record = build_into(Path(folder), arguments, tools, BUILD_TIMEOUT_S)
+        if is_prelude(arguments):
+            record = build_prelude_into(Path(folder), arguments, tools, BUILD_TIMEOUT_S)
+        else:
+            prelude = shared_build(INLINE_BACKEND, prelude_arguments(arguments), identity(tools)) if USE_PRELUDE else None
+            record = build_into(Path(folder), arguments, tools, BUILD_TIMEOUT_S, read_prelude(prelude))
     except InlineBuildError as exc:
         return attrs.asdict(BuildRecord("unavailable" if exc.unavailable else "failed", message=exc.message, log=exc.log))
     return attrs.asdict(record)
 
 
-def build_into(folder: Path, arguments: dict[str, Any], tools: Toolchain, timeout_s: float) -> BuildRecord:
-    """:func:`build` in ``folder`` (its record there, if finished, is the result)."""
+def build_into(folder: Path, arguments: dict[str, Any], tools: Toolchain, timeout_s: float, prelude: Prelude | None = None) -> BuildRecord:
+    """:func:`build` in ``folder`` (its record there, if finished, is the result), with
+    ``prelude`` when there is one."""
     record = read_record(folder)
     if record is not None:
         return attrs.evolve(record, cached=True)
+    request = {"arguments": arguments, "folder": str(folder), "cuda_home": tools.cuda_home, "mode": tools.mode, "prelude": str(prelude.folder) if prelude else ""}
+    record = _run_build(request, folder, tools, timeout_s, f"extension {arguments.get('name', '?')!r}")
+    if record.status == "unavailable":
+        raise InlineBuildError(record.message, log=record.log, unavailable=True)
+    return record
+
+
+def _run_build(request: dict[str, Any], folder: Path, tools: Toolchain, timeout_s: float, what: str) -> BuildRecord:
+    """Run the build child on ``request`` in ``folder``; its record."""
     folder.mkdir(parents=True, exist_ok=True)
-    name = arguments.get("name", "?")
     with tempfile.TemporaryDirectory(prefix="kz-inline-") as scratch:
-        request = Path(scratch) / "request.json"
+        request_path = Path(scratch) / "request.json"
         result = Path(scratch) / "result.json"
         output = Path(scratch) / "output.log"
-        request.write_text(json.dumps({"arguments": arguments, "folder": str(folder), "cuda_home": tools.cuda_home, "mode": tools.mode}))
+        request_path.write_text(json.dumps(request))
         started = time.perf_counter()
         try:
-            status = run_child([*BUILD_COMMAND, str(request), str(result)], child_environment(tools), timeout_s, output, folder)
+            status = run_child([*BUILD_COMMAND, str(request_path), str(result)], child_environment(tools), timeout_s, output, folder)
         except BuildTimeout:
             raise InlineBuildError(
-                f"load_inline: building extension {name!r} ran past the cuda_inline build timeout "
+                f"load_inline: building {what} ran past the cuda_inline build timeout "
                 f"(BUILD_TIMEOUT_S = {BUILD_TIMEOUT_S:g} s for all of a candidate's builds); killed after {max(timeout_s, 0):.1f} s",
                 log=readable_log(output.read_text(errors="replace"), folder)[-4000:],
             ) from None
         if not result.is_file():
             tail = output.read_text(errors="replace")[-4000:]
-            raise InlineBuildError(f"load_inline: the build of extension {name!r} exited with status {status} without a result", log=tail)
+            raise InlineBuildError(f"load_inline: the build of {what} exited with status {status} without a result", log=tail)
         record = BuildRecord(**json.loads(result.read_text()))
-    if record.status == "unavailable":
-        raise InlineBuildError(record.message, log=record.log, unavailable=True)
     return attrs.evolve(record, seconds=record.seconds or time.perf_counter() - started)
 
 
 # -- the child ---------------------------------------------------------------------------------
 
 
-def _child_build(arguments: dict[str, Any], folder: Path, cuda_home: str, mode: str) -> BuildRecord:
+def _child_build(arguments: dict[str, Any], folder: Path, cuda_home: str, mode: str, prelude: Prelude | None = None) -> BuildRecord:
+    """Build ``arguments`` in ``folder`` (inside the child): with ``prelude``, ``main.cpp``
+    against its precompiled header and ``cuda.cu`` light first (again as written when the
+    light one fails on a name only ``torch/extension.h`` declares); else torch's
+    ``load_inline`` as it is."""
+    if prelude is None:
+        return attrs.evolve(_child_load_inline(arguments, folder, cuda_home, mode), path="plain")
+    faster = dict(arguments)
+    flags = arguments.get("extra_cflags")
+    if prelude.pch and (flags is None or isinstance(flags, list)):
+        # -I folders come before torch's -isystem ones: main.cpp's #include <torch/extension.h>
+        # finds the prelude's copy and its precompiled header next to it.
+        faster["extra_cflags"] = [*(flags or []), f"-I{prelude.folder}"]
+    light = light_sources(arguments.get("cuda_sources"))
+    if light is not None:
+        record = _child_load_inline({**faster, "cuda_sources": light}, folder, cuda_home, mode)
+        if record.status != "failed" or not needs_extension_header(record.log, prelude.names):
+            return attrs.evolve(record, path="light")
+        _forget_extension(str(arguments.get("name", "")))
+    record = _child_load_inline(faster, folder, cuda_home, mode)
+    return attrs.evolve(record, path="prelude" if faster != arguments else "plain")
+
+
+def _forget_extension(name: str) -> None:
+    """Make torch build ``name`` again under its own name (not ``name_v1``): its extension
+    versioner counts every build of a name in this process."""
+    from torch.utils import cpp_extension
+
+    with contextlib.suppress(AttributeError, TypeError):
+        cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
+
+
+def _child_load_inline(arguments: dict[str, Any], folder: Path, cuda_home: str, mode: str) -> BuildRecord:
     """Run torch's ``load_inline`` on ``arguments`` in ``folder`` (inside the child)."""
     from torch.utils import cpp_extension
 
@@ -473,6 +689,71 @@ def _child_build(arguments: dict[str, Any], folder: Path, cuda_home: str, mode: 
     return BuildRecord("built", library=os.path.relpath(library, folder), seconds=time.perf_counter() - started)
 
 
+def _torch_flags(cuda_home: str, optimisation: str) -> tuple[str, list[str]]:
+    """The C++ compiler and the flags torch's ``load_inline`` gives ``main.cpp`` here (from
+    the ninja file torch itself writes), without the extension's name, with
+    ``optimisation`` last."""
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    if cpp_extension.CUDA_HOME is None:
+        cpp_extension.CUDA_HOME = cuda_home  # torch without CUDA: nvcc's headers all the same
+    write = cpp_extension._write_ninja_file_to_build_library  # noqa: SLF001 - torch's own flags, exactly
+    with tempfile.TemporaryDirectory(prefix="kz-prelude-") as scratch:
+        ninja = Path(scratch) / "build.ninja"
+        sources = [str(Path(scratch) / "main.cpp"), str(Path(scratch) / "cuda.cu")]
+        given = {
+            "path": str(ninja), "name": "kz_prelude", "sources": sources, "extra_cflags": [optimisation] if optimisation else [],
+            "extra_cuda_cflags": [], "extra_sycl_cflags": [], "extra_ldflags": [], "extra_include_paths": [],
+            "with_cuda": True, "with_sycl": False, "is_standalone": False,
+        }
+        write(**{key: value for key, value in given.items() if key in inspect.signature(write).parameters})
+        text = ninja.read_text()
+    values = dict(re.findall(r"^(cxx|cflags) = (.*)$", text, re.MULTILINE))
+    flags = [flag for flag in shlex.split(values.get("cflags", "")) if not flag.startswith("-DTORCH_EXTENSION_NAME=")]
+    return values.get("cxx", "c++"), flags
+
+
+def _child_prelude(prelude: dict[str, Any], folder: Path, cuda_home: str) -> BuildRecord:
+    """Make a prelude in ``folder`` (inside the child): its record is written there either way
+    (one that could not be made is not tried again)."""
+    import torch
+
+    started = time.perf_counter()
+    optimisation = str(prelude.get("optimisation", ""))
+    try:
+        compiler, flags = _torch_flags(cuda_home, optimisation)
+        header = Path(torch.__file__).parent / "include" / PRELUDE_HEADER
+        copy = folder / PRELUDE_HEADER
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(header.read_bytes())
+        names = {}
+        for name, include in (("extension", PRELUDE_HEADER), ("types", "torch/types.h")):
+            done = subprocess.run(
+                [*shlex.split(compiler), "-E", "-P", "-x", "c++", *flags, "-"], input=f"#include <{include}>\n", capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"preprocessing {include} failed: {readable_log(done.stderr, folder)[-2000:]}")
+            names[name] = set(re.findall(r"[A-Za-z_]\w*", done.stdout))
+        extension_only = sorted(names["extension"] - names["types"])
+        pch = False
+        version = subprocess.run([*shlex.split(compiler), "--version"], capture_output=True, text=True, timeout=60).stdout
+        if "clang" not in version.lower():
+            # gcc: a precompiled header next to the copy is what #include <torch/extension.h> finds.
+            done = subprocess.run(
+                [*shlex.split(compiler), "-x", "c++-header", str(copy), "-o", str(copy) + ".gch", *flags], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+            )
+            pch = done.returncode == 0
+    except Exception as exc:  # noqa: BLE001 - torch's internals or the compiler: no prelude, plain builds
+        return _prelude_failed(folder, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+    replace_file(folder / PRELUDE_NAMES, json.dumps(extension_only))
+    seconds = time.perf_counter() - started
+    message = f"{len(extension_only)} names beyond torch/types.h; " + ("torch/extension.h precompiled" if pch else "no precompiled header (not gcc, or it failed)")
+    replace_file(folder / PRELUDE_RECORD, json.dumps({"status": "built", "pch": pch, "seconds": seconds, "optimisation": optimisation, "message": message}))
+    return BuildRecord("built", seconds=seconds, message=message, path="prelude")
+
+
 def _torch_version() -> str:
     import torch
 
@@ -488,12 +769,18 @@ def main(argv: list[str]) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / LOCK_NAME, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when this process ends, however it ends
+        if "prelude" in request and is_prelude(request["prelude"]):
+            found = read_prelude(folder)  # made by another process while this one waited
+            record = BuildRecord("built", cached=True, path="prelude") if found else _child_prelude(request["prelude"], folder, request["cuda_home"])
+            Path(argv[1]).write_text(json.dumps(attrs.asdict(record)))
+            return 0
         record = read_record(folder)
         if record is None:
             # Holding the lock, nobody else builds here: a baton torch left behind when a
             # build was killed is stale.
             (folder / "lock").unlink(missing_ok=True)
-            record = _child_build(request["arguments"], folder, request["cuda_home"], request["mode"])
+            prelude = read_prelude(Path(request["prelude"])) if request.get("prelude") else None
+            record = _child_build(request["arguments"], folder, request["cuda_home"], request["mode"], prelude)
             if record.status != "unavailable":
                 _write_record(folder, record)
         else:

@@ -25,7 +25,7 @@ from kz_core.plugins import get_plugin_manager
 
 from kz_backend_cuda import inline, inline_build
 from kz_backend_cuda.api import CudaUnavailableError
-from kz_backend_cuda.inline_build import BuildRecord, Toolchain
+from kz_backend_cuda.inline_build import BuildRecord, Prelude, Toolchain
 
 SIMPLE = '''
 import torch
@@ -70,6 +70,7 @@ def fake_child(tmp_path, monkeypatch):
     """Replace the build child with a script: ``fake_child(body)`` runs ``body`` with
     ``request`` (the parsed request) and ``result`` (the result file's path) defined."""
     monkeypatch.setattr(inline_build, "toolchain", lambda device: FAKE_TOOLS)
+    monkeypatch.setattr(inline_build, "USE_PRELUDE", False)  # the stand-in makes extensions only
 
     def install(body: str) -> None:
         script = tmp_path / "fake_build.py"
@@ -290,6 +291,89 @@ def kz(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kz_core.cli", *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
 
 
+# -- the prelude: precompiled torch/extension.h, light cuda.cu ---------------------------------
+
+
+def test_the_light_path_blanks_only_the_lines_that_include_torch_extension_h():
+    source = '#include <torch/extension.h>\n#include <cuda_runtime.h>\n  #  include "torch/extension.h" // all of torch\nint x; // #include <torch/extension.h>\n'
+    light = inline_build.light_sources(source)
+    assert light.splitlines() == ["", "#include <cuda_runtime.h>", "", "int x; // #include <torch/extension.h>"]
+    assert light.count("\n") == source.count("\n")  # nvcc's line numbers stay the candidate's
+    assert inline_build.light_sources([source, "int y;"]) == [light, "int y;"]
+    assert inline_build.light_sources("#include <torch/types.h>\nint y;") is None  # nothing to gain
+    assert inline_build.light_sources(None) is None and inline_build.light_sources([1]) is None
+
+
+def test_a_prelude_is_chosen_by_kz_from_an_allow_list_never_by_the_candidates_text(tmp_path):
+    assert inline_build.prelude_arguments({"extra_cflags": None})["optimisation"] == ""
+    assert inline_build.prelude_arguments({"extra_cflags": ["-O2", "-DX", "-O3 -fno-math-errno"]})["optimisation"] == "-O3"
+    assert inline_build.prelude_arguments({"extra_cflags": ["-fplugin=/tmp/evil.so", "-O3;rm -rf /"]})["optimisation"] == ""
+    assert inline_build.prelude_arguments({"extra_cflags": "-O3"})["optimisation"] == ""  # not a list: torch would not take it either
+    assert inline_build.is_prelude(inline_build.prelude_arguments({})) and not inline_build.is_prelude(ARGUMENTS)
+    # A candidate may put any arguments in its deferred builds' list; a prelude's flag that
+    # is not on the list is refused before a compiler runs.
+    forged = {**inline_build.prelude_arguments({}), "optimisation": "-fplugin=/tmp/evil.so"}
+    record = inline_build.build_prelude_into(tmp_path / "p", forged, FAKE_TOOLS, 5)
+    assert record.status == "failed" and "not a prelude kz builds" in record.message and not (tmp_path / "p").exists()
+
+
+def test_a_light_cuda_cu_is_compiled_again_as_written_only_for_names_of_torch_extension_h(tmp_path, monkeypatch):
+    """main.cpp always gets the precompiled header (-I the prelude); cuda.cu first goes
+    light. An error on a name that only torch/extension.h declares (torch::nn, py::) means
+    the blanked include was needed: built again as written. Any other error is the
+    candidate's own and comes back from the light build, not built twice."""
+    calls: list[dict] = []
+    replies: list[BuildRecord] = []
+
+    def child(arguments, folder, cuda_home, mode):
+        calls.append(arguments)
+        return replies.pop(0)
+
+    monkeypatch.setattr(inline_build, "_child_load_inline", child)
+    prelude = Prelude(tmp_path, True, frozenset({"nn", "py", "Linear"}))
+    source = "#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) { torch::nn::Linear l(1, 1); return x; }\n"
+    arguments = {**ARGUMENTS, "cuda_sources": source, "extra_cflags": ["-DX"]}
+    nn_error = 'cuda.cu(5): error: namespace "torch" has no member "nn"\n  torch::Tensor f(torch::Tensor x) { torch::nn::Linear l(1, 1); return x; }\n'
+    replies[:] = [BuildRecord("failed", log=nn_error), BuildRecord("built", library="ext.so")]
+    record = inline_build._child_build(arguments, tmp_path, "", "build", prelude)
+    assert record.status == "built" and record.path == "prelude" and len(calls) == 2
+    assert calls[0]["cuda_sources"] == "\n" + source.splitlines()[1] + "\n" and calls[1]["cuda_sources"] == source
+    assert all(call["extra_cflags"] == ["-DX", f"-I{tmp_path}"] for call in calls)
+
+    calls.clear()
+    own_error = 'cuda.cu(7): error: identifier "c" is undefined\n      out[i] = a[i] + c[i];\n'
+    replies[:] = [BuildRecord("failed", log=own_error, message="load_inline: a compiler error")]
+    record = inline_build._child_build(arguments, tmp_path, "", "build", prelude)
+    assert record.status == "failed" and record.path == "light" and len(calls) == 1
+
+    calls.clear()
+    replies[:] = [BuildRecord("built", library="ext.so")]
+    assert inline_build._child_build(arguments, tmp_path, "", "build", None).path == "plain"
+    assert calls == [arguments]  # without a prelude: torch's load_inline as it is
+
+    calls.clear()
+    replies[:] = [BuildRecord("built", library="ext.so")]
+    no_pch = Prelude(tmp_path, False, frozenset())
+    assert inline_build._child_build({**arguments, "cuda_sources": "int y;"}, tmp_path, "", "build", no_pch).path == "plain"
+
+
+def test_a_prelude_folder_is_read_only_when_its_record_says_built(tmp_path):
+    import json
+
+    folder = tmp_path / "prelude"
+    assert inline_build.read_prelude(folder) is None and inline_build.read_prelude(None) is None
+    (folder / "torch").mkdir(parents=True)
+    (folder / inline_build.PRELUDE_NAMES).write_text(json.dumps(["nn", "py", 3]))
+    (folder / inline_build.PRELUDE_RECORD).write_text(json.dumps({"status": "failed", "message": "no gcc"}))
+    assert inline_build.read_prelude(folder) is None
+    (folder / inline_build.PRELUDE_RECORD).write_text(json.dumps({"status": "built", "pch": True}))
+    prelude = inline_build.read_prelude(folder)
+    assert prelude.names == {"nn", "py"} and not prelude.pch  # the precompiled header is missing
+    (folder / "torch" / "extension.h").write_text("#pragma once\n")
+    (folder / "torch" / "extension.h.gch").write_bytes(b"gch")
+    assert inline_build.read_prelude(folder).pch
+
+
 @pytest.mark.slow
 def test_kz_check_and_eval_on_a_cpu_compile_cuda_inline_and_say_it_did_not_run(tmp_path):
     """With nvcc here: compiled (not linked: torch is a CPU build), compiler errors at the
@@ -333,4 +417,7 @@ def test_kz_check_and_eval_on_a_cpu_compile_cuda_inline_and_say_it_did_not_run(t
         # toolchain (kz_core/evaluate/builds.py); kz eval found it.
         assert "(cached)" in result["message"]
         shared = list((tmp_path / "cache" / "builds" / "cuda_inline").iterdir())
-        assert len(shared) == 2 and all((folder / "kz-build.json").is_file() for folder in shared)  # the good and the broken one
+        extensions = [folder for folder in shared if (folder / "kz-build.json").is_file()]
+        preludes = [folder for folder in shared if (folder / inline_build.PRELUDE_RECORD).is_file()]
+        assert len(extensions) == 2 and len(preludes) == 1 and len(shared) == 3, shared  # the good and the broken one, and their prelude
+        assert {json.loads((folder / "kz-build.json").read_text())["path"] for folder in extensions} == {"light"}
