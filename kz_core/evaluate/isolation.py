@@ -4,8 +4,9 @@ The kernel's own mechanisms, applied by a freshly forked child to itself before 
 candidate code runs (``kz_core/evaluate/zygote.py``):
 
 - **namespaces**: a user namespace (ids mapped to an unprivileged user of its own when kz
-  runs as root), a PID namespace (the candidate is PID 1: it cannot see or signal other
-  processes, and everything it starts dies with it), a mount namespace with a fresh
+  runs as root), a PID namespace (the candidate's process and the namespace's init: it
+  cannot see or signal other processes, and everything it starts dies with it; it has a
+  process id no other sandboxed process has), a mount namespace with a fresh
   ``/proc``, a network namespace (no interfaces) and an IPC namespace (no System V shared
   memory with anyone);
 - **Landlock**: the filesystem is read-only except the child's scratch folder (and the
@@ -50,6 +51,7 @@ _NAMESPACE_FLAGS = _CLONE_NEWNS | _CLONE_NEWUTS | _CLONE_NEWIPC | _CLONE_NEWUSER
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_DUMPABLE = 4
 _PR_SET_SECCOMP = 22
 _PR_SET_CHILD_SUBREAPER = 36
 _SECCOMP_MODE_FILTER = 2
@@ -405,17 +407,20 @@ def become_subreaper() -> None:
 
 
 def enter_namespaces(isolate_uid: int | None, scratch: Path) -> int:
-    """Unshare user, PID, mount, network and IPC namespaces, then fork the process that
-    runs the candidate (PID 1 of the new PID namespace).
+    """Unshare user, PID, mount, network and IPC namespaces, then fork PID 1 of the new PID
+    namespace, which forks the process that runs the candidate (the *worker*) with the
+    caller's own process id, so that no two sandboxed processes share one (see
+    :func:`_fork_worker`), and stays as the namespace's init.
 
     Called by a freshly forked child of the zygote (the *supervisor*). When ``isolate_uid``
     is given (kz runs as root), a helper forked before the unshare maps root of the new
     user namespace to that unprivileged uid and gives it ``scratch``; otherwise the
     caller's own uid is mapped (unprivileged user namespaces).
 
-    :returns: in the supervisor, the pid of the new PID 1 (as this namespace numbers it);
-        in the new PID 1, 0.
+    :returns: in the supervisor, the pid of the new PID 1 (as this namespace numbers it;
+        killing it ends everything in the namespace); in the worker, 0.
     """
+    outside = os.getpid()
     uid, gid = os.geteuid(), os.getegid()
     ready_read, ready_write = os.pipe()
     done_read, done_write = os.pipe()
@@ -471,8 +476,51 @@ def enter_namespaces(isolate_uid: int | None, scratch: Path) -> int:
             _mount_private_proc()
         except IsolationError:
             pass  # reported by support(): other processes stay visible, not reachable
-        return 0
+        return _fork_worker(outside)
     return child
+
+
+def _fork_worker(pid: int) -> int:
+    """In PID 1 of a new PID namespace: fork the worker with process id ``pid`` and wait
+    as the namespace's init, ending with the worker's exit status (128 + the signal that
+    killed it); returns 0 in the worker.
+
+    Every sandboxed process would otherwise be PID 1, and what keys on process ids across
+    processes then mistakes one for another: CUDA's legacy IPC refuses a memory handle
+    whose exporter has the importer's own id. ``pid`` (the supervisor's id outside, which
+    no other live process has) is asked for through ``/proc/sys/kernel/ns_last_pid``;
+    where the kernel refuses, PID 1 is the worker itself.
+    """
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "w") as handle:
+            handle.write(str(pid - 1))
+    except OSError:
+        return 0
+    worker = os.fork()
+    if worker == 0:
+        set_parent_death_signal()
+        return 0
+    # The init holds nothing open: a pipe or socket it kept would never read as closed.
+    os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
+    # It is confined at least as tightly as the worker, which can see it: not dumpable (its
+    # memory cannot be opened through /proc), no file at all (Landlock), the worker's seccomp.
+    try:
+        _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        if landlock_abi():
+            apply_landlock([], [])
+        install_seccomp()
+    except (IsolationError, OSError):
+        pass  # what the kernel lacks, the worker lacks too (reported by support())
+    while True:  # pragma: no cover - the init: reaps what is re-parented to it
+        try:
+            reaped, status = os.waitpid(-1, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(70)
+        if reaped == worker:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(128 - code if code < 0 else code)
 
 
 # -- Landlock ----------------------------------------------------------------------------

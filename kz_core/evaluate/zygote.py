@@ -9,10 +9,12 @@ a file descriptor) and forks a *supervisor*, which:
 
 1. redirects its output to the worker's log file and replaces its environment;
 2. for a sandboxed worker, enters new user, PID, mount, network and IPC namespaces
-   (``isolation.enter_namespaces``) and forks the worker as PID 1 of the new PID
-   namespace; otherwise forks the worker and stays its subreaper, so that orphans come
-   back to it and die with it;
-3. reports the worker's pid to the zygote and waits for it.
+   (``isolation.enter_namespaces``) and forks PID 1 of the new PID namespace, which forks
+   the worker with the supervisor's own process id (unique on the machine) and stays as
+   the namespace's init; otherwise forks the worker and stays its subreaper, so that
+   orphans come back to it and die with it;
+3. reports the pid of the worker (or of the namespace's init, whose death ends it) to the
+   zygote and waits for it.
 
 The worker applies resource limits, Landlock and seccomp to itself, then serves requests
 (``kz_core/evaluate/worker.py``). Killing the worker kills its namespace; a supervisor

@@ -80,16 +80,16 @@ def test_a_problem_cannot_write_the_runs_caches_or_the_users_files(tmp_path, mon
     assert not planted, f"the problem's code wrote {planted}"
 
 
-# A problem whose code looks around the process it runs in: alone (PID 1 of a namespace
-# of its own, no other process in its /proc), its module adds x and y; anywhere else it
-# adds one more, so the honest candidate's sum is incorrect against it.
+# A problem whose code looks around the process it runs in: alone (in a PID namespace of
+# its own, under its init, PID 1, with no other process in its /proc), its module adds x and
+# y; anywhere else it adds one more, so the honest candidate's sum is incorrect against it.
 LOOKS_AROUND = VECTOR_ADD.replace("return a + b", "return a + b + _OUTSIDE") + '''
 
 def _outside():
     import os
 
-    others = [entry for entry in os.listdir("/proc") if entry.isdigit() and int(entry) != os.getpid()]
-    return 0.0 if os.getpid() == 1 and not others else 1.0
+    others = [entry for entry in os.listdir("/proc") if entry.isdigit() and int(entry) not in (os.getpid(), 1)]
+    return 0.0 if os.getppid() in (0, 1) and os.path.isdir("/proc/1") and not others else 1.0
 
 
 _OUTSIDE = _outside()

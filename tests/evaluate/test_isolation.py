@@ -130,6 +130,7 @@ def test_a_pid_namespace_takes_every_process_with_it(tmp_path):
     marker = tmp_path / "inner.pid"
 
     def body() -> int:
+        outside = os.getpid()
         inner = isolation.enter_namespaces(None, tmp_path)
         if inner:  # the supervisor: kill PID 1 once it has started its daemon
             for _ in range(200):
@@ -139,7 +140,7 @@ def test_a_pid_namespace_takes_every_process_with_it(tmp_path):
             os.kill(inner, signal.SIGKILL)
             os.waitpid(inner, 0)
             return 0
-        if os.getpid() != 1:
+        if os.getpid() != outside or os.getppid() != 1:  # the worker, under the namespace's init
             os._exit(5)
         child = os.fork()
         if child == 0:
@@ -151,6 +152,37 @@ def test_a_pid_namespace_takes_every_process_with_it(tmp_path):
 
     assert in_child(body) == 0
     assert processes_running(f"313.{RUN_DIGITS}".encode()) == []
+
+
+@needs_pid_namespace
+def test_no_two_sandboxed_workers_share_a_process_id(tmp_path):
+    """A worker is not PID 1: its init is, and the worker has its supervisor's process id
+    from outside, unique on the machine; the init's memory is closed to it. Written against the version before it,
+    where every sandboxed process was PID 1 and CUDA's legacy IPC refused every handle one
+    sandboxed process shared with another (its exporter had the importer's own id). The
+    init ends with the worker's status, a signal as 128 + its number."""
+
+    def body(code: int, signal_number: int) -> int:
+        outside = os.getpid()
+        inner = isolation.enter_namespaces(None, tmp_path)
+        if inner:
+            _, status = os.waitpid(inner, 0)
+            return os.waitstatus_to_exitcode(status)
+        try:
+            open("/proc/1/mem", "rb").close()
+            reached = "init-memory-readable"
+        except OSError:
+            reached = "init-memory-closed"
+        (tmp_path / f"pid-{code}").write_text(f"{os.getpid()} {outside} {os.getppid()} {reached}")
+        if signal_number:
+            os.kill(os.getpid(), signal_number)
+        os._exit(code)
+
+    assert in_child(lambda: body(7, 0)) == 7
+    worker, outside, parent, reached = (tmp_path / "pid-7").read_text().split()
+    assert int(worker) == int(outside) != 1 and int(parent) == 1
+    assert reached == "init-memory-closed"  # the init is not dumpable: the worker cannot rewrite it
+    assert in_child(lambda: body(0, signal.SIGTERM)) == 128 + signal.SIGTERM
 
 
 # -- the files kz keeps ------------------------------------------------------------------
