@@ -399,20 +399,31 @@ _QUOTED = re.compile(r'"([A-Za-z_]\w*)"')
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
+_ERROR_LINE = re.compile(r"^(.*?)(?:\(\d+\)|:\d+:\d+):\s*(?:fatal |catastrophic )?error\b")
+
+
 def needs_extension_header(log: str, names: frozenset[str]) -> bool:
-    """Whether the errors of a light ``cuda.cu`` may come from the blanked includes: an
-    error in ``cuda.cu`` that names (or whose quoted source line holds) an identifier that
-    only ``torch/extension.h`` declares."""
+    """Whether the errors of a light ``cuda.cu`` may come from its blanked includes, so that
+    it must be compiled again as written: an error anywhere but in ``cuda.cu`` itself (in a
+    header: a template that needed a declaration of ``torch/extension.h``), or one in
+    ``cuda.cu`` that names (or whose quoted source line holds) an identifier that only
+    ``torch/extension.h`` declares. Only errors in the candidate's own lines on names of
+    its own are reported from the light build."""
     lines = log.splitlines()
+    found = False
     for index, line in enumerate(lines):
-        if "cuda.cu" not in line or not re.search(r"\berror\b", line):
+        match = _ERROR_LINE.match(line)
+        if match is None:
             continue
+        found = True
+        if not match.group(1).strip().endswith("cuda.cu"):
+            return True
         if any(name in names for name in _QUOTED.findall(line)):
             return True
         context = lines[index + 1] if index + 1 < len(lines) else ""
         if any(name in names for name in _IDENTIFIER.findall(context)):
             return True
-    return False
+    return not found  # a failure without a compiler error: try it as written
 
 
 def build_prelude_into(folder: Path, prelude: dict[str, Any], tools: Toolchain, timeout_s: float) -> BuildRecord:
