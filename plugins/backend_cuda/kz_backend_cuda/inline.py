@@ -50,6 +50,7 @@ class InlineExtension:
     :ivar seconds: the build's time.
     :ivar cached: whether the build came from the cache.
     :ivar note: why a ``checked`` extension was not linked.
+    :ivar path: how it was built (``light``, ``prelude`` or ``plain``: ``BuildRecord.path``).
     """
 
     name: str
@@ -58,6 +59,7 @@ class InlineExtension:
     seconds: float
     cached: bool
     note: str = ""
+    path: str = ""
 
 
 #: Every extension loaded in this process, newest last.
@@ -198,7 +200,7 @@ def load_inline(
 
         torch.ops.load_library(record.library)
         module = record.library
-    EXTENSIONS.append(InlineExtension(name, kernels, record.status, record.seconds, record.cached, record.message if record.status == "checked" else ""))
+    EXTENSIONS.append(InlineExtension(name, kernels, record.status, record.seconds, record.cached, record.message if record.status == "checked" else "", record.path))
     return module
 
 
@@ -218,7 +220,9 @@ def describe(extensions: Sequence[InlineExtension], tools: inline_build.Toolchai
     parts = ", ".join(f"{e.name} (kernels: {', '.join(e.kernels) or 'none'})" for e in extensions)
     seconds = sum(e.seconds for e in extensions)
     cached = " (cached)" if all(e.cached for e in extensions) else ""
-    note = f"load_inline: {verb} {parts} with nvcc {tools.nvcc or '?'} for TORCH_CUDA_ARCH_LIST={tools.arch_list} in {seconds:.1f} s{cached}"
+    paths = {e.path for e in extensions}
+    how = {"light": " with kz's prelude (cuda.cu without torch/extension.h)", "prelude": " with kz's prelude"}.get(paths.pop() if len(paths) == 1 else "", "")
+    note = f"load_inline: {verb} {parts} with nvcc {tools.nvcc or '?'} for TORCH_CUDA_ARCH_LIST={tools.arch_list}{how} in {seconds:.1f} s{cached}"
     unlinked = next((e.note for e in extensions if e.status == "checked"), "")
     return f"{note}; {unlinked}" if unlinked else note
 

@@ -365,6 +365,14 @@ def test_a_light_cuda_cu_is_compiled_again_as_written_only_for_names_of_torch_ex
     assert inline_build._child_build({**arguments, "cuda_sources": "int y;"}, tmp_path, "", "build", no_pch).path == "plain"
 
 
+def test_the_builds_note_says_when_the_prelude_made_it():
+    light = inline.InlineExtension("ext", ("k",), "built", 70.0, False, path="light")
+    plain = inline.InlineExtension("ext", ("k",), "built", 170.0, True, path="plain")
+    assert "with kz's prelude (cuda.cu without torch/extension.h) in 70.0 s" in inline.describe([light], FAKE_TOOLS)
+    note = inline.describe([plain], FAKE_TOOLS)
+    assert "prelude" not in note and note.endswith("in 170.0 s (cached)")
+
+
 def test_a_prelude_folder_is_read_only_when_its_record_says_built(tmp_path):
     import json
 
