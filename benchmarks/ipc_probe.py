@@ -4,18 +4,19 @@ or both run in a PID namespace of their own as kz's sandboxed workers do.
 kz compares outputs that are too large to move (``eval.transfer_limit_mb``) on the GPU: the
 executor (or a candidate worker) shares them by CUDA IPC and a reference worker opens them
 (``kz_core/evaluate/execution.py``: ``share_cuda_tensor``, ``open_shared_cuda_tensor``).
-Every sandboxed worker is PID 1 of a PID namespace of its own
-(``kz_core/evaluate/isolation.py``: ``enter_namespaces``), so the exporter and the importer
-carry the same process id. This probe runs an exporter and an importer as fresh processes
-for each pair of placements and says whether the importer opened the tensor and read the
+Every sandboxed worker was PID 1 of a PID namespace of its own until kz gave each a
+unique process id (``kz_core/evaluate/isolation.py``: ``enter_namespaces``), so exporter
+and importer carried the same one. This probe runs an exporter and an importer as
+fresh processes for each pair of placements and says whether the importer opened the tensor and read the
 exporter's values:
 
 - ``host``: no namespace of its own (the caller's PID namespace);
-- ``pid1``: PID 1 of a new PID (and user, mount, network, IPC, UTS) namespace, as kz's workers;
+- ``pid1``: PID 1 of a new PID (and user, mount, network, IPC, UTS) namespace, as kz's
+  workers were;
 - ``pid2``: the same namespaces, but the second process in them (PID 2);
-- ``unique``: the same namespaces, the worker forked by PID 1 with the process id of its
-  supervisor outside (``/proc/sys/kernel/ns_last_pid``): unique on the machine, the shape
-  of a fix that keeps every sandboxed process in a namespace of its own.
+- ``unique``: as kz's workers are now (``isolation.enter_namespaces``): the same
+  namespaces, the worker forked by PID 1 with the process id of its supervisor outside
+  (``/proc/sys/kernel/ns_last_pid``), unique on the machine.
 
 If ``pid1 -> pid1`` and ``pid2 -> pid2`` fail while ``pid1 -> pid2`` and ``unique -> unique``
 open, CUDA refuses a handle whose exporter has the importer's own process id, and distinct
@@ -50,32 +51,33 @@ PAIRS = (
 N = 1 << 20
 
 
+def _exit_with(child: int) -> None:
+    """Wait for ``child`` and end this process with its exit status."""
+    _, status = os.waitpid(child, 0)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
 def enter(place: str, scratch: Path) -> None:
     """Put this process where ``place`` says; the parents left behind wait and pass on the
     exit status (they never return)."""
     if place == "host":
         return
-    from kz_core.evaluate.isolation import enter_namespaces
+    from kz_core.evaluate import isolation
 
     # unshare(CLONE_NEWUSER) needs a single-threaded process: a fork's child is one (as
     # kz's zygote forks a supervisor that enters the namespaces).
     child = os.fork()
     if child:
-        _, status = os.waitpid(child, 0)
-        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-    outside = os.getpid()
-    child = enter_namespaces(None, scratch)
+        _exit_with(child)
+    if place != "unique":
+        isolation._fork_worker = lambda pid: 0  # noqa: SLF001 - PID 1 works itself, as kz's workers did before
+    child = isolation.enter_namespaces(None, scratch)
     if child:
-        _, status = os.waitpid(child, 0)
-        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-    if place == "unique":
-        with open("/proc/sys/kernel/ns_last_pid", "w") as handle:
-            handle.write(str(outside - 1))
-    if place in ("pid2", "unique"):
+        _exit_with(child)
+    if place == "pid2":
         child = os.fork()
         if child:
-            _, status = os.waitpid(child, 0)
-            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+            _exit_with(child)
 
 
 def export(folder: Path) -> None:
