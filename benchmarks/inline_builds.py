@@ -39,6 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import versions, write_json  # noqa: E402
+from cuda_compile import _call, _constants, _value  # noqa: E402 - how cuda_compile reads load_inline calls
 
 REPO = Path(__file__).resolve().parents[1]
 ARGUMENTS = ("name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
@@ -49,20 +50,11 @@ TIMEOUT_S = 1500
 def inline_arguments(path: Path) -> dict[str, Any]:
     """The first ``load_inline`` call's arguments in ``path``, read without running it."""
     tree = ast.parse(path.read_text())
-    constants: dict[str, Any] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                constants[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                continue
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "load_inline":
-            names = ("name", "cpp_sources", "cuda_sources")
-            given = dict(zip(names, node.args))
-            given.update({keyword.arg: keyword.value for keyword in node.keywords if keyword.arg in ARGUMENTS})
-            return {key: constants[value.id] if isinstance(value, ast.Name) else ast.literal_eval(value) for key, value in given.items()}
-    raise LookupError(f"{path}: no load_inline call")
+    constants = _constants(tree)
+    call = _call(tree, "load_inline")
+    given: dict[str, ast.AST] = dict(zip(("name", "cpp_sources", "cuda_sources"), call.args))
+    given.update({keyword.arg: keyword.value for keyword in call.keywords if keyword.arg in ARGUMENTS})
+    return {key: _value(value, constants) for key, value in given.items()}
 
 
 def sources(given: list[str]) -> list[Path]:

@@ -34,9 +34,10 @@ arguments (strings and lists of strings: the sources, ``functions``, compiler fl
   the precompiled header (gcc ignores one that does not fit the flags and reads the header:
   never a different result), and first tries ``cuda.cu`` *light*: each line that includes
   ``torch/extension.h`` blanked (line numbers unchanged). When the light ``cuda.cu`` fails
-  on a name that only ``torch/extension.h`` declares (``py::``, ``torch::nn``), it is
-  compiled again as written; any other error is the candidate's, reported from the light
-  build. The record says which path built it (``path``). In the evaluator the prelude is a
+  on a name that only ``torch/extension.h`` declares (``py::``, ``torch::nn``), inside a
+  header, or without a compiler error, it is compiled again as written
+  (:func:`needs_extension_header`); an error on the candidate's own lines and names is
+  reported from the light build. The record says which path built it (``path``). In the evaluator the prelude is a
   shared build like any other, made by kz's trusted builder from kz's own arguments
   (:func:`prelude_arguments`: an optimisation flag from an allow-list, never the
   candidate's text).
@@ -629,9 +630,9 @@ def _run_build(request: dict[str, Any], folder: Path, tools: Toolchain, timeout_
 
 def _child_build(arguments: dict[str, Any], folder: Path, cuda_home: str, mode: str, prelude: Prelude | None = None) -> BuildRecord:
     """Build ``arguments`` in ``folder`` (inside the child): with ``prelude``, ``main.cpp``
-    against its precompiled header and ``cuda.cu`` light first (again as written when the
-    light one fails on a name only ``torch/extension.h`` declares); else torch's
-    ``load_inline`` as it is."""
+    against its precompiled header and ``cuda.cu`` light first (again as written when
+    :func:`needs_extension_header` says the light one's failure may come from the blanked
+    includes); else torch's ``load_inline`` as it is."""
     if prelude is None:
         return attrs.evolve(_child_load_inline(arguments, folder, cuda_home, mode), path="plain")
     faster = dict(arguments)
