@@ -314,14 +314,19 @@ def read_record(folder: Path) -> BuildRecord | None:
         record = BuildRecord(**data)
     except (OSError, ValueError, TypeError):
         return None
-    if record.status == "built":
-        # The library is named relative to its folder (a shared build was made elsewhere
-        # and moved); a path that leaves the folder is not this build's.
-        library = (folder / record.library).resolve()
-        if folder.resolve() not in library.parents or not library.is_file():
-            return None
-        record = attrs.evolve(record, library=str(library))
-    return record
+    return located(folder, record)
+
+
+def located(folder: Path, record: BuildRecord) -> BuildRecord | None:
+    """``record`` with its library's full path: a built library is named relative to its
+    folder (a shared build was made elsewhere and moved); ``None`` when that path leaves
+    the folder or names no file."""
+    if record.status != "built":
+        return record
+    library = (folder / record.library).resolve()
+    if folder.resolve() not in library.parents or not library.is_file():
+        return None
+    return attrs.evolve(record, library=str(library))
 
 
 def _write_record(folder: Path, record: BuildRecord) -> None:
@@ -566,7 +571,12 @@ def build(arguments: dict[str, Any], tools: Toolchain, timeout_s: float) -> Buil
         defer_build(INLINE_BACKEND, arguments)  # kz's trusted builder builds it; raises BuildDeferred
     started = time.monotonic()
     prelude_found = local_prelude(arguments, tools, timeout_s)
-    return build_into(build_folder(build_key(arguments, tools)), arguments, tools, timeout_s - (time.monotonic() - started), prelude_found)
+    folder = build_folder(build_key(arguments, tools))
+    record = build_into(folder, arguments, tools, timeout_s - (time.monotonic() - started), prelude_found)
+    found = located(folder, record)  # a fresh build names its library relative to the folder, as the record it wrote does
+    if found is None:
+        raise InlineBuildError(f"load_inline: the build of {arguments.get('name', '?')!r} reported a library that is not in its folder ({record.library})")
+    return found
 
 
 def build_shared(arguments: dict[str, Any], folder: str, device: str) -> dict[str, Any]:

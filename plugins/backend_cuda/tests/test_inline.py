@@ -133,6 +133,24 @@ def test_a_finished_build_is_found_in_the_cache_without_building(fake_child):
     assert inline_build.read_record(folder) is None  # a library that is gone is no cache hit
 
 
+def test_a_fresh_build_names_its_library_by_its_full_path_as_a_cached_one_does(fake_child, tmp_path, monkeypatch):
+    """The build child names the library relative to its folder (a shared build is made
+    in a builder's scratch folder and moved); a build made here is loaded by its full
+    path, not one relative to whatever folder the process runs in (seen on the H200)."""
+    fake_child("""
+    import pathlib
+    pathlib.Path(request["folder"], "ext.so").write_text("a library")
+    open(result, "w").write(json.dumps({"status": "built", "library": "ext.so"}))
+    """)
+    monkeypatch.chdir(tmp_path)
+    folder = inline_build.build_folder(inline_build.build_key(ARGUMENTS, FAKE_TOOLS))
+    fresh = inline_build.build(ARGUMENTS, FAKE_TOOLS, timeout_s=60)
+    assert fresh.status == "built" and not fresh.cached and fresh.library == str((folder / "ext.so").resolve())
+    inline_build._write_record(folder, BuildRecord("built", library="ext.so"))  # as the child leaves it
+    cached = inline_build.build(ARGUMENTS, FAKE_TOOLS, timeout_s=60)
+    assert cached.cached and cached.library == fresh.library
+
+
 def test_a_machine_without_nvcc_is_not_run_not_a_compile_error(tmp_path, monkeypatch):
     monkeypatch.setattr(inline_build, "find_cuda_home", lambda: "")
     tools = inline_build.toolchain("cpu")
