@@ -128,9 +128,6 @@ for what in "$@"; do
       KZ_CACHE_DIR=$(mktemp -d) stage sweep timeout "${KZ_SWEEP_S:-590}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --levels "${KZ_SWEEP_LEVELS:-1,2,3}" --samples "${KZ_SWEEP_SAMPLES:-8}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 --out "$OUT/sweep.json" ;;
     bench-cuda) stage cuda_compile timeout "${KZ_CUDA_S:-200}" $PY benchmarks/cuda_compile.py --out "$OUT/cuda_compile.json" ;;
-    # Legacy CUDA IPC between processes in PID namespaces of their own (the two GPU tests that
-    # compare outputs by IPC failed once kz's executors and reference workers each became PID 1).
-    ipc-probe) stage ipc_probe timeout "${KZ_IPC_S:-240}" $PY benchmarks/ipc_probe.py --out "$OUT/ipc_probe.json" ;;
     # Cold cuda_inline builds, plain load_inline against the prelude path (issue 19 item 2):
     # the examples, or KZ_INLINE_SOURCES (folders or files of KernelBench-format candidates).
     bench-inline) stage inline_builds timeout "${KZ_INLINE_S:-400}" $PY benchmarks/inline_builds.py --sources ${KZ_INLINE_SOURCES:-examples/candidates/cuda_inline} --out "$OUT/inline_builds.json" ;;
