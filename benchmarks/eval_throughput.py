@@ -8,6 +8,7 @@ baseline. The first pass times baselines; the second finds them cached. Usage:
 
     python benchmarks/eval_throughput.py --problems problems.jsonl --level 1 --device cuda --workers 4
     python benchmarks/eval_throughput.py --problems problems.jsonl --levels 1,2,3 --samples 8 --passes 1   # a sweep
+    python benchmarks/eval_throughput.py --problems problems.jsonl --set eval.reservation_overtakes=8   # a setting
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override (repeatable), e.g. eval.reservation_footprints=3")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -61,7 +63,7 @@ def main() -> None:
     ]
     config = load_config(
         None,
-        [f"eval.device={args.device}", f"eval.workers={args.workers}", "eval.guards=warn", "eval.baselines=[eager]", "eval.time_budget_ms=300"],
+        [f"eval.device={args.device}", f"eval.workers={args.workers}", "eval.guards=warn", "eval.baselines=[eager]", "eval.time_budget_ms=300", *args.set],
     ).eval
     passes = []
     with Evaluator(problems, config) as evaluator:
@@ -120,7 +122,7 @@ def main() -> None:
             print(passes[-1], flush=True)
     write_json(
         args.out,
-        {"benchmark": "eval_throughput", "levels": levels, "samples": args.samples, "workers": args.workers, "versions": versions(), "passes": passes},
+        {"benchmark": "eval_throughput", "levels": levels, "samples": args.samples, "workers": args.workers, "overrides": args.set, "versions": versions(), "passes": passes},
     )
 
 

@@ -231,6 +231,14 @@ class EvalConfig:
     # recorded, and again while it is checked and timed (kz_core/evaluate/memory.py), so
     # that concurrent workers cannot exhaust the GPU's memory; smaller ones reserve nothing.
     large_problem_mb: int = 1024
+    # What a candidate of such a problem reserves, in call footprints (inputs and outputs
+    # of one call): an estimate of its recording's and its replay's peak; a candidate that
+    # meets a full GPU anyway is evaluated again with the whole budget to itself.
+    reservation_footprints: float = 2.0
+    # How many later reservations that fit may be granted before a waiting one that does
+    # not fit yet (each overtaking counts against every request it passes); 0: first come,
+    # first served.
+    reservation_overtakes: int = 0
 
 
 @dataclass
@@ -604,6 +612,10 @@ def _at_least(low: int) -> Any:
     return check
 
 
+def _positive(value: Any) -> str | None:
+    return None if value > 0 else "must be above 0"
+
+
 def _tolerances(value: Any) -> str | None:
     from kz_core.evaluate.correctness import TOLERANCE_TABLES
 
@@ -622,6 +634,8 @@ RULES: dict[str, dict[str, Any]] = {
         "reference_workers": _at_least(0),
         "engine": _one_of("local", "ray"),
         "ray_actors": _at_least(0),
+        "reservation_footprints": _positive,
+        "reservation_overtakes": _at_least(0),
     },
     "reward": {"speed_baseline": _one_of("eager", "compile")},
     "coevolve": {

@@ -8,6 +8,7 @@ it: replies carry measurements for the parent. Mixed into ``kz_core.evaluate.wor
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import shutil
@@ -160,13 +161,13 @@ class CandidateOps:
         never sees the inputs the candidate is judged on. The forward runs ``warmup``
         times (Triton compiles and autotunes then), and the next call is recorded.
         """
-        from kz_core.evaluate.execution import fuzz_inputs, instantiate, make_init_inputs, make_inputs
+        from kz_core.evaluate.execution import instantiate, make_init_inputs
         from kz_core.evaluate.recording import NotReplayable, Recorder
 
         if not self.candidate or "model" not in self.candidate:
             return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
         plans: dict[str, Any] = {}
-        captures: list[tuple[dict[str, Any], Any, list[Any]]] = []
+        captures: list[tuple[dict[str, Any], Any, Any]] = []
         started = time.perf_counter()
         for signature in request["signatures"]:
             key = signature["key"]
@@ -178,10 +179,7 @@ class CandidateOps:
                     )
                 else:
                     module, model = self.candidate["problem_module"], self.candidate["model"]
-                if signature.get("example") is not None:
-                    inputs = fuzz_inputs(module, {**signature["example"], "seed": signature["seed"]}, self.device)
-                else:
-                    inputs = make_inputs(module, signature["seed"], self.device)
+                inputs = self._signature_inputs(module, signature)
                 # Warm-up calls (Triton compiles and autotunes on the first): fewer for the
                 # later signatures, whose kernels are compiled already.
                 for _ in range(request.get("warmup", 2) if not plans else 1):
@@ -199,7 +197,9 @@ class CandidateOps:
                     entry["again"] = again.plan(again.call(lambda *xs: self._run(model, list(xs)), inputs))
                 plans[key] = entry
                 if key == "default" and self.device.startswith("cuda") and request.get("capture"):
-                    captures.append((entry, model, inputs))
+                    # Its inputs are drawn again for the capture (the same seed): kept, they
+                    # would sit on the GPU through the other signatures' recordings.
+                    captures.append((entry, model, functools.partial(self._signature_inputs, module, signature)))
                 # This signature's outputs and the allocator's cached blocks go back before
                 # the next signature allocates (a KernelBench call can move 13 GB; cached
                 # blocks of one size do not serve the next's, and several such recordings
@@ -217,23 +217,34 @@ class CandidateOps:
         # call recorded while it is captured into a CUDA graph. A forward that behaves
         # otherwise when captured (to hide work from graph timing) shows in the parent's
         # comparison of the two recordings; one that cannot be captured is left alone.
-        for entry, model, inputs in captures:
-            entry["captured"] = self._record_captured(model, inputs, request)
+        for entry, model, draw in captures:
+            entry["captured"] = self._record_captured(model, draw, request)
         return {"ok": True, "plans": plans, "seconds": time.perf_counter() - started}
 
-    def _record_captured(self, model: Any, inputs: list[Any], request: dict[str, Any]) -> Any:
+    def _signature_inputs(self, module: Any, signature: dict[str, Any]) -> list[Any]:
+        """A recorded signature's inputs, drawn from its decoy seed (the same each time)."""
+        from kz_core.evaluate.execution import fuzz_inputs, make_inputs
+
+        if signature.get("example") is not None:
+            return fuzz_inputs(module, {**signature["example"], "seed": signature["seed"]}, self.device)
+        return make_inputs(module, signature["seed"], self.device)
+
+    def _record_captured(self, model: Any, draw: Any, request: dict[str, Any]) -> Any:
         from kz_core.evaluate.recording import NotReplayable, Recorder
 
         torch = self.torch
         graph = torch.cuda.CUDAGraph()
-        recorder = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
         try:
+            inputs = draw()
+            recorder = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 self._run_unsynchronized(model, inputs)
             torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
+            # The side stream's blocks do not serve the graph's own pool: given back first.
+            torch.cuda.empty_cache()
             with torch.cuda.graph(graph):
                 output = recorder.call(lambda *xs: self._run_unsynchronized(model, list(xs)), inputs)
             return recorder.plan(output)

@@ -43,7 +43,7 @@ from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.builds import FOLDER as BUILDS_FOLDER, SharedBuilds, publish, shared_key, validate_deferred
 from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import Journal, result_key
-from kz_core.evaluate.memory import FOOTPRINTS_PER_CANDIDATE, MemoryBudget, budget_bytes, is_gpu_oom
+from kz_core.evaluate.memory import MemoryBudget, budget_bytes, is_gpu_oom
 from kz_core.evaluate.plans import plan_compute_ops, plan_drift
 from kz_core.evaluate.replies import ReplyError, validate_execution, validate_load, validate_timed, validate_trials
 from kz_core.evaluate.judge import (
@@ -70,6 +70,8 @@ _KEY_EXCLUDED = {
     "scratch_dir",
     "reference_cache_mb",
     "large_problem_mb",
+    "reservation_footprints",
+    "reservation_overtakes",
     "backend",
     "device",
     "devices",
@@ -390,12 +392,12 @@ class Evaluator:
                     processes = sum(pool.size for pool in pools)
                     # Calls below eval.large_problem_mb reserve nothing: each worker may have
                     # a candidate's worth of them on the GPU without asking.
-                    unreserved = self._candidate_pool.size * FOOTPRINTS_PER_CANDIDATE * (int(self.config.large_problem_mb) << 20)
+                    unreserved = int(self._candidate_pool.size * self.config.reservation_footprints * (int(self.config.large_problem_mb) << 20))
                     # The memory free when the first worker started (another process, such as
                     # kz train's policy on the same GPU, may hold some), else the total.
                     total = int(identity.get("memory_free_bytes") or identity.get("memory_bytes", 0))
                     capacity = budget_bytes(total, processes) - unreserved if total else 0
-                self._memory = MemoryBudget(capacity, self.contention)
+                self._memory = MemoryBudget(capacity, self.contention, overtakes=int(self.config.reservation_overtakes))
             return self._memory
 
     def _running_alone(self) -> bool:
@@ -411,7 +413,7 @@ class Evaluator:
             return self.memory_budget().reserve(self.memory_budget().capacity)
         if reference.footprint_bytes <= self.config.large_problem_mb << 20:
             return contextlib.nullcontext(0)
-        return self.memory_budget().reserve(FOOTPRINTS_PER_CANDIDATE * reference.footprint_bytes)
+        return self.memory_budget().reserve(int(self.config.reservation_footprints * reference.footprint_bytes))
 
     @property
     def workers(self) -> int:

@@ -9,8 +9,11 @@ reference computation reserves twice the footprint its reference worker finds on
 ``meta`` device (shapes without memory), or a fixed share where the problem cannot run
 there. Reservations
 are granted first come, first served, and one larger than the whole budget is granted when
-nothing else is held. The budget is an estimate, so a candidate that runs out of GPU
-memory anyway is evaluated once more with the whole budget to itself.
+nothing else is held; with ``overtakes`` (``eval.reservation_overtakes``), a later request
+that fits may go before earlier ones that do not fit yet, each of which can be passed so
+many times before it blocks everyone behind it (so a large request is delayed a bounded
+number of times, never starved). The budget is an estimate, so a candidate that runs out
+of GPU memory anyway is evaluated once more with the whole budget to itself.
 
 Lock order: a reservation is taken before the GPU lock and any worker, never while holding
 them.
@@ -25,12 +28,6 @@ from collections.abc import Iterator
 
 from kz_core.evaluate.contention import Contention
 
-#: What one candidate of a large problem reserves, in call footprints: its recording (the
-#: default's and the size variation's inputs and outputs), or its executor's trial or
-#: timed call alongside the reference worker's recomputation for the comparison. An
-#: estimate (a problem's intermediates are not counted): a candidate that meets a full GPU
-#: anyway is evaluated again with the whole budget (``Evaluator.evaluate_one``).
-FOOTPRINTS_PER_CANDIDATE = 2
 #: The share of the budget a problem's first reference computation reserves when its
 #: footprint cannot be found on the meta device (KernelBench's largest call has 17 GB of
 #: inputs).
@@ -51,14 +48,17 @@ class MemoryBudget:
 
     :param capacity: the bytes candidates may reserve (0: no budget, every reservation
         is granted at once; on a CPU).
+    :param overtakes: how many later requests may be granted before a waiting one (0:
+        strictly in order).
     """
 
-    def __init__(self, capacity: int, contention: Contention | None = None):
+    def __init__(self, capacity: int, contention: Contention | None = None, overtakes: int = 0):
         self.capacity = max(0, int(capacity))
+        self.overtakes = max(0, int(overtakes))
         self._contention = contention
         self._condition = threading.Condition()
         self._used = 0
-        self._queue: list[int] = []  # tickets waiting, in order
+        self._queue: list[list[int]] = []  # [ticket, times passed] of the requests waiting, in order
         self._tickets = 0
 
     @property
@@ -76,11 +76,14 @@ class MemoryBudget:
         asked = time.perf_counter()
         with self._condition:
             self._tickets += 1
-            ticket = self._tickets
-            self._queue.append(ticket)
-            while self._queue[0] != ticket or self._used + wanted > self.capacity:
+            entry = [self._tickets, 0]
+            self._queue.append(entry)
+            while not self._may_go(entry, wanted):
                 self._condition.wait()
-            self._queue.pop(0)
+            position = self._queue.index(entry)
+            for earlier in self._queue[:position]:  # each request passed counts it
+                earlier[1] += 1
+            del self._queue[position]
             self._used += wanted
             self._condition.notify_all()  # the next in line may fit as well
         got = time.perf_counter()
@@ -92,6 +95,14 @@ class MemoryBudget:
                 self._condition.notify_all()
             if self._contention is not None:
                 self._contention.record("gpu memory", got - asked, time.perf_counter() - got)
+
+    def _may_go(self, entry: list[int], wanted: int) -> bool:
+        """Whether the waiting ``entry`` may take ``wanted`` bytes now: they fit, and it is
+        first in line or every request before it may still be passed."""
+        if self._used + wanted > self.capacity:
+            return False
+        position = self._queue.index(entry)
+        return all(times < self.overtakes for _, times in self._queue[:position])
 
 
 def budget_bytes(total_bytes: int, processes: int) -> int:

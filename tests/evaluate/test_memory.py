@@ -66,6 +66,65 @@ def test_first_come_first_served_a_large_request_is_not_starved():
     assert order == ["large", "small"]  # then 90 + 10 fits
 
 
+def test_with_overtakes_requests_that_fit_pass_a_waiting_one_a_bounded_number_of_times():
+    """eval.reservation_overtakes: a later request that fits goes before one that does not
+    fit yet, but each waiting request is passed at most that many times, then blocks
+    everyone behind it (written against the strict order, where the small ones waited
+    behind the large one with room to spare)."""
+    budget = MemoryBudget(100, overtakes=2)
+    order: list[str] = []
+    first = budget.reserve(60)
+    first.__enter__()
+    held: dict[str, object] = {}
+
+    def take(name: str, nbytes: int) -> None:
+        held[name] = budget.reserve(nbytes)
+        held[name].__enter__()
+        order.append(name)
+
+    large = threading.Thread(target=take, args=("large", 90))
+    large.start()
+    time.sleep(0.1)
+    for name in ("small1", "small2", "small3"):
+        threading.Thread(target=take, args=(name, 10)).start()
+        time.sleep(0.1)
+    assert order == ["small1", "small2"] and budget.used == 80  # the third fits too, but the large one was passed twice
+    first.__exit__(None, None, None)
+    for name in ("small1", "small2"):
+        held[name].__exit__(None, None, None)
+    _eventually(lambda: order[2:] == ["large", "small3"])
+    assert budget.used == 100
+
+
+def test_the_evaluator_reserves_the_configured_footprints_for_a_large_problem(tmp_path):
+    from kz_core.config import EvalConfig
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.references import ReferenceRecord
+    from kz_core.model import Problem
+
+    config = EvalConfig(device="cpu", workers=1, scratch_dir=str(tmp_path), reservation_footprints=3.5, reservation_overtakes=4)
+    with Evaluator([Problem("p", "x = 1")], config) as evaluator:
+        large = ReferenceRecord(trials={1: {"input_bytes": 2 << 30, "output_meta": []}})
+        small = ReferenceRecord(trials={1: {"input_bytes": 1 << 20, "output_meta": []}})
+        evaluator.device, evaluator._memory = "cuda:0", MemoryBudget(100 << 30, overtakes=4)  # as on a GPU, without one
+        try:
+            with evaluator._reservation(large) as held:
+                assert held == int(3.5 * large.footprint_bytes) and large.footprint_bytes >= 2 << 30
+            with evaluator._reservation(small) as held:
+                assert held == 0  # below eval.large_problem_mb
+        finally:
+            evaluator.device = "cpu"
+
+
+def test_reservation_settings_are_checked():
+    from kz_core.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="reservation_footprints"):
+        load_config(None, ["eval.reservation_footprints=0"])
+    with pytest.raises(ConfigError, match="reservation_overtakes"):
+        load_config(None, ["eval.reservation_overtakes=-1"])
+
+
 def test_a_request_larger_than_the_budget_runs_alone():
     budget = MemoryBudget(100)
     with budget.reserve(500) as held:
