@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import sys
 import time
 from pathlib import Path
@@ -65,14 +66,34 @@ def main() -> None:
         None,
         [f"eval.device={args.device}", f"eval.workers={args.workers}", "eval.guards=warn", "eval.baselines=[eager]", "eval.time_budget_ms=300", *args.set],
     ).eval
-    passes = []
+    passes: list[dict] = []
+
+    def save(current: dict | None = None) -> None:
+        """The report so far (a pass in progress included, marked ``cut`` until it ends):
+        written after every tenth result too, so that a run cut by a time limit keeps its
+        per-candidate stages and eager times."""
+        report = {
+            "benchmark": "eval_throughput",
+            "levels": levels,
+            "samples": args.samples,
+            "workers": args.workers,
+            "overrides": args.set,
+            "versions": versions(),
+            "passes": passes + ([current] if current else []),
+        }
+        if current is None:
+            write_json(args.out, report)
+        elif args.out:  # quietly: the log has the lines already
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+
     with Evaluator(problems, config) as evaluator:
         evaluator.warm_up()
         for number in range(args.passes):
             started = time.perf_counter()
-            done = []
+            done: list = []
 
-            def report(result, started=started, done=done):
+            def report(result, number=number, started=started, done=done):
                 done.append(result)
                 # Every result with its stage timings, so that a run cut short by a time limit
                 # still says where the time went.
@@ -80,7 +101,8 @@ def main() -> None:
                 stages = " ".join(f"{name} {getattr(t, name + '_s'):.1f}s" for name in ("static", "reference", "waiting", "compile", "correctness", "timing", "baseline", "total") if getattr(t, name + "_s") is not None)
                 clock = f" {result.runtime.clock} x{result.runtime.calls_per_trial}" if result.runtime else ""
                 speedup = f" eager {result.speedups['eager']:.2f}x" if "eager" in result.speedups else ""
-                print(f"pass {number + 1}: {len(done)} done after {time.perf_counter() - started:.0f} s: {result.problem} {result.verdict.value}{clock}{speedup} ({stages})", flush=True)
+                eager = f" ({result.baselines['eager'].median_ms:.3f} ms)" if "eager" in result.baselines else ""
+                print(f"pass {number + 1}: {len(done)} done after {time.perf_counter() - started:.0f} s: {result.problem} {result.verdict.value}{clock}{speedup}{eager} ({stages})", flush=True)
                 if result.runtime and result.runtime.note:
                     print(f"    {result.runtime.note[:300]}", flush=True)
                 if result.verdict.value != "correct":
@@ -89,41 +111,39 @@ def main() -> None:
                     print(f"    locks: {_locks(evaluator.contention.snapshot())}", flush=True)
                     print(f"    peak GPU memory per request, GiB: {evaluator.contention.peaks()}", flush=True)
                     print(f"    worker requests: {_requests(evaluator.contention.requests())}", flush=True)
+                    save({**_summary(number, list(done), time.perf_counter() - started, evaluator), "cut": True})
 
             results = evaluator.evaluate(candidates, progress=report)
-            elapsed = time.perf_counter() - started
-            verdicts = collections.Counter(r.verdict.value for r in results)
-            passes.append(
-                {
-                    "pass": number + 1,
-                    "candidates": len(results),
-                    "seconds": round(elapsed, 1),
-                    "candidates_per_minute": round(60 * len(results) / elapsed, 1),
-                    "verdicts": dict(verdicts),
-                    "clocks": dict(collections.Counter(r.runtime.clock for r in results if r.runtime)),
-                    "locks": evaluator.contention.snapshot(),
-                    "peak_gib": evaluator.contention.peaks(),
-                    "requests": evaluator.contention.requests(),
-                    # Per candidate: its stages and its reference's eager time (one call's
-                    # physical floor; a candidate's trials, timing and baseline are a few
-                    # dozen such calls).
-                    "results": [
-                        {
-                            "problem": r.problem,
-                            "verdict": r.verdict.value,
-                            "eager_ms": r.baselines["eager"].median_ms if "eager" in r.baselines else None,
-                            "stages_s": {k: round(v, 3) for k, v in attrs.asdict(r.timings).items() if v is not None},
-                        }
-                        for r in results
-                    ],
-                }
-            )
+            passes.append(_summary(number, results, time.perf_counter() - started, evaluator))
             evaluator.contention.reset()
             print(passes[-1], flush=True)
-    write_json(
-        args.out,
-        {"benchmark": "eval_throughput", "levels": levels, "samples": args.samples, "workers": args.workers, "overrides": args.set, "versions": versions(), "passes": passes},
-    )
+    save()
+
+
+def _summary(number: int, results: list, elapsed: float, evaluator) -> dict:
+    """One pass: its rate, verdicts, locks, worker requests, and per candidate its stages
+    and its reference's eager time (one call's physical floor; a candidate's trials, timing
+    and baseline are a few dozen such calls)."""
+    return {
+        "pass": number + 1,
+        "candidates": len(results),
+        "seconds": round(elapsed, 1),
+        "candidates_per_minute": round(60 * len(results) / elapsed, 1) if elapsed > 0 else None,
+        "verdicts": dict(collections.Counter(r.verdict.value for r in results)),
+        "clocks": dict(collections.Counter(r.runtime.clock for r in results if r.runtime)),
+        "locks": evaluator.contention.snapshot(),
+        "peak_gib": evaluator.contention.peaks(),
+        "requests": evaluator.contention.requests(),
+        "results": [
+            {
+                "problem": r.problem,
+                "verdict": r.verdict.value,
+                "eager_ms": r.baselines["eager"].median_ms if "eager" in r.baselines else None,
+                "stages_s": {k: round(v, 3) for k, v in attrs.asdict(r.timings).items() if v is not None},
+            }
+            for r in results
+        ],
+    }
 
 
 def _locks(snapshot: dict[str, dict[str, float]]) -> str:
