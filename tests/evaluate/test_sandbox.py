@@ -131,12 +131,15 @@ def test_children_that_leave_the_process_group_are_killed(example_problems):
     assert live_marked_processes() == []
 
 
-def test_a_hundred_candidates_with_ten_failures(example_problems):
+def test_fifty_candidates_with_ten_failures(example_problems):
+    """Every failure of BAD twice, among forty honest candidates: each gets its own verdict,
+    in order, and nothing is left behind (a hundred candidates took 90 s of the suite and
+    showed nothing more)."""
     bad_codes = [code for code, _, _ in BAD.values()] * 2
     candidates = []
-    for index in range(100):
-        if index % 10 == 3:
-            code = bad_codes[index // 10]
+    for index in range(50):
+        if index % 5 == 3:
+            code = bad_codes[index // 5]
             candidates.append(Candidate("1_vector_add", "triton", code, sample_id=f"bad-{index}"))
         else:
             # Distinct sources, so nothing is shared between candidates by accident.
@@ -144,7 +147,7 @@ def test_a_hundred_candidates_with_ten_failures(example_problems):
     config = eval_config("eval.run_timeout_s=8", "eval.compile_timeout_s=30", "eval.memory_limit_gb=8", "eval.timing=false")
     with Evaluator(example_problems, config) as evaluator:
         results = evaluator.evaluate(candidates)
-    assert len(results) == 100 and [r.sample_id for r in results] == [c.sample_id for c in candidates]
+    assert len(results) == 50 and [r.sample_id for r in results] == [c.sample_id for c in candidates]
     verdicts = {r.sample_id: r.verdict for r in results}
     assert all(v is Verdict.CORRECT for k, v in verdicts.items() if k.startswith("good")), [
         (r.sample_id, r.message) for r in results if r.sample_id.startswith("good") and not r.correct
