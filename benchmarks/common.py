@@ -28,9 +28,11 @@ def versions() -> dict[str, str]:
     return found
 
 
-def write_json(path: str | None, data: dict[str, Any]) -> None:
+def write_json(path: str | None, data: dict[str, Any], quiet: bool = False) -> None:
+    """``data`` as JSON into ``path`` (when given), and on standard output unless ``quiet``."""
     text = json.dumps(data, indent=2)
-    print(text)
+    if not quiet:
+        print(text)
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text + "\n")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import sys
 import time
 from pathlib import Path
@@ -81,11 +80,7 @@ def main() -> None:
             "versions": versions(),
             "passes": passes + ([current] if current else []),
         }
-        if current is None:
-            write_json(args.out, report)
-        elif args.out:  # quietly: the log has the lines already
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.out, report, quiet=current is not None)  # a pass in progress: the log has its lines already
 
     with Evaluator(problems, config) as evaluator:
         evaluator.warm_up()
