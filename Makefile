@@ -32,8 +32,11 @@ demo: $(STAMP)
 	$(VENV)/bin/kz plugins
 	$(VENV)/bin/kz train --preset demo $(DEMO_ARGS)
 
+# The suite in parallel (pytest-xdist), whole files per worker; TEST_WORKERS=0 runs it in
+# one process. Three workers on two cores: many tests wait on their subprocesses.
+TEST_WORKERS ?= 3
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 # The five wheels (kz-core and the four plugins) into dist/: `pip install dist/*.whl`
 # installs kz without the clone (the packages are not on PyPI).

@@ -119,6 +119,7 @@ def kz(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kz_core.cli", *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
 
 
+@pytest.mark.slow
 def test_kz_fuzz_saves_the_failing_case_and_replays_it(tmp_path):
     candidates = tmp_path / "c.jsonl"
     rows = [{"problem": "1_vector_add", "code": FIXED_GRID, "sample_id": "fixed"}, {"problem": "1_vector_add", "code": GOOD_ADD, "sample_id": "good"}]
@@ -143,6 +144,7 @@ def test_kz_fuzz_saves_the_failing_case_and_replays_it(tmp_path):
     assert {r["sample_id"]: r["failure"] for r in map(json.loads, again.stdout.splitlines())} == {k: v["failure"] for k, v in reports.items()}
 
 
+@pytest.mark.slow
 def test_kz_eval_fuzz_makes_a_fuzz_failure_incorrect():
     from kz_core.evaluate import Evaluator
     from kz_core.model import Severity, Verdict

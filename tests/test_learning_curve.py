@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "learning_curve.py"
 
@@ -17,6 +19,7 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-P", str(SCRIPT), *args], capture_output=True, text=True, cwd=cwd, timeout=900)
 
 
+@pytest.mark.slow
 def test_a_point_is_sampled_judged_and_plotted(tmp_path):
     problem = (REPO / "examples" / "problems" / "2_scaled_relu.py").read_text()
     problems = tmp_path / "heldout.jsonl"
@@ -48,6 +51,7 @@ def test_kernelbench_sizes_shrink_for_a_cpu():
     assert shrink_sizes(code, 1 << 20) == code
 
 
+@pytest.mark.slow
 def test_select_keeps_the_problems_solved_sometimes(tmp_path):
     """The tiny random model writes format errors only: every pass rate is 0, so nothing
     is kept by default, and everything with --low 0 --high 0."""

@@ -59,6 +59,7 @@ def synthesized(tmp_path_factory):
 
 
 @pytest.mark.triton
+@pytest.mark.slow
 def test_kept_pairs_are_verified_with_provenance_and_the_grpo_prompts(synthesized):
     config, report, rows, _ = synthesized
     assert report.problems == 10 and report.rows == len(rows) > 0

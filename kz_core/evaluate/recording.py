@@ -90,6 +90,38 @@ def _storage_key(tensor: torch.Tensor) -> tuple[str, int]:
         return (str(tensor.device), -id(tensor))
 
 
+def without_dynamo_import(mode: type) -> type:
+    """Let a ``TorchDispatchMode`` subclass dispatch without importing ``torch._dynamo``.
+
+    torch wraps every such ``__torch_dispatch__`` so that Dynamo never traces into it, and
+    the wrapper imports ``torch._dynamo`` (and sympy with it: 2.4 s on a small CPU) the
+    first time the mode sees an op. While ``torch._dynamo`` is not imported nothing can be
+    compiling, so there is nothing to keep Dynamo out of: the function runs as it is. Once
+    something imports it (a candidate's ``torch.compile``), the wrapper's own disabling
+    takes over, as before. A torch whose wrapper looks different is left alone."""
+    import sys
+
+    wrapper = mode.__dict__.get("__torch_dispatch__")
+    function = getattr(wrapper, "__wrapped__", None)
+    if function is None:
+        return mode
+
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is None or not hasattr(dynamo, "disable"):
+            return function(*args, **kwargs)
+        try:
+            disabled = dynamo.disable(function, recursive=True, wrapping=False)  # as torch._compile does
+        except TypeError:  # a torch whose disable has no `wrapping`
+            disabled = dynamo.disable(function, recursive=True)
+        setattr(function, "__dynamo_disable", disabled)
+        return disabled(*args, **kwargs)
+
+    setattr(function, "__dynamo_disable", dispatch)  # the attribute torch._compile's wrapper caches
+    return mode
+
+
+@without_dynamo_import
 class Recorder(TorchDispatchMode):
     """Records one forward call (use :meth:`call`)."""
 

@@ -322,6 +322,9 @@ def _op_recorder(names: list[str]) -> Any:
     """A dispatch mode that appends the name of every aten op called under it."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from kz_core.evaluate.recording import without_dynamo_import
+
+    @without_dynamo_import
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             names.append(func._schema.name)

@@ -48,13 +48,18 @@ def _preload(device: str) -> None:
     from kz_core.plugins import get_plugin_manager
 
     get_plugin_manager()
-    # A recorded call imports a large part of torch (its dispatch-mode machinery) the
-    # first time: once here, on the CPU, instead of in every forked worker.
+    # A recorded call imports a part of torch (its dispatch-mode machinery) the first
+    # time: once here, on the CPU, instead of in every forked worker. It no longer imports
+    # torch._dynamo (recording.without_dynamo_import): 2.4 s of every zygote's start on a
+    # small CPU. On a GPU the zygote imports it all the same, once per evaluator, since
+    # whether any GPU path of a worker needs it is not measured.
     from kz_core.evaluate.recording import Recorder
 
     sample = torch.ones(4)
     recorder = Recorder([sample], 1 << 20)
     recorder.plan(recorder.call(lambda x: torch.empty_like(x).copy_(x), [sample]))
+    if device != "cpu":
+        import torch._dynamo  # noqa: F401
     isolation.support()  # probes in forked children; cached for every worker
     if torch.cuda.is_initialized():
         raise RuntimeError("CUDA was initialised while preloading: workers forked from here could not use it")

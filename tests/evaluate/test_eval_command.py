@@ -18,6 +18,7 @@ def kz(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.triton
+@pytest.mark.slow
 def test_eval_writes_results_and_a_summary_then_reuses_the_journal(tmp_path):
     lines = [json.dumps({"problem": p.stem, "code": p.read_text()}) for p in sorted((EXAMPLE_CANDIDATES / "triton").glob("*.py"))[:3]]
     cheat = CHEATS / "triton" / "dead_kernel.py"
@@ -53,6 +54,7 @@ def test_eval_writes_results_and_a_summary_then_reuses_the_journal(tmp_path):
 
 
 @pytest.mark.triton
+@pytest.mark.slow
 def test_eval_table_and_a_folder_of_candidates(tmp_path):
     completed = kz("eval", "--candidates", str(EXAMPLE_CANDIDATES / "triton"), "--device", "cpu", f"run.root={tmp_path}", "eval.workers=2", cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr
@@ -89,6 +91,7 @@ def test_one_py_file_is_one_candidate_and_an_empty_file_is_a_usage_error(tmp_pat
 
 
 @pytest.mark.triton
+@pytest.mark.slow
 def test_each_verdict_on_the_console_fail_under_and_reuse(tmp_path):
     lines = [
         json.dumps({"problem": "1_vector_add", "code": (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text(), "sample_id": "good"}),

@@ -97,3 +97,30 @@ def test_a_wrapper_of_the_current_stream_is_not_a_created_stream(monkeypatch):
     assert not is_current_stream(types.SimpleNamespace(cuda_stream=5678, device_index=0))  # a new stream
     assert not is_current_stream(types.SimpleNamespace(cuda_stream=1234, device_index=1))  # another device's
     assert not is_current_stream(object())  # not a stream at all: counted, to be safe
+
+
+def test_a_recording_does_not_import_dynamo_and_a_compiled_forward_is_still_recorded():
+    """torch wraps a dispatch mode's __torch_dispatch__ to keep Dynamo out of it, importing
+    torch._dynamo (2.4 s here) on its first op; kz's recorder skips that while nothing has
+    imported Dynamo, and once a forward compiles, Dynamo is kept out as before. In a fresh
+    interpreter: the test's own process has imported Dynamo long ago."""
+    import subprocess
+    import sys
+
+    script = """
+import sys, torch
+from kz_core.evaluate.recording import Recorder
+x = torch.ones(4)
+recorder = Recorder([x], 1 << 20)
+recorder.call(lambda a: (a * 2).relu(), [x])
+print('plain', 'torch._dynamo' in sys.modules, [s['op'][1] for s in recorder.steps if s['kind'] == 'op'])
+compiled = torch.compile(lambda a: (a * 3).sin(), backend='eager')
+recorder = Recorder([x], 1 << 20)
+out = recorder.call(compiled, [x])
+print('compiled', 'torch._dynamo' in sys.modules, [s['op'][1] for s in recorder.steps if s['kind'] == 'op'], bool(torch.allclose(out, (x * 3).sin())))
+"""
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    plain, compiled = completed.stdout.splitlines()[-2:]
+    assert plain == "plain False ['mul', 'relu']", plain
+    assert compiled == "compiled True ['mul', 'sin'] True", compiled

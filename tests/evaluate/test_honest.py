@@ -55,6 +55,7 @@ def test_the_suite_covers_many_styles():
 
 
 @pytest.mark.parametrize("path", honest_paths(), ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_honest_candidate_is_correct(path, honest_results):
     result = honest_results[f"honest/{path.stem}"]
     errors = [f"{f.check}: {f.message}" for f in result.findings if f.severity is Severity.ERROR]

@@ -83,6 +83,7 @@ def test_every_class_has_at_least_two_cheats():
 
 
 @pytest.mark.parametrize("isolation_off", ["[]", "[landlock,seccomp,namespaces]"], ids=["isolated", "no-isolation"])
+@pytest.mark.slow
 def test_a_hostile_batch(example_problems, tmp_path, monkeypatch, isolation_off):
     monkeypatch.setenv("HF_TOKEN", "kz_secret_token")
     cache = tmp_path / "cache"

@@ -75,6 +75,7 @@ def test_environment_is_reduced_to_the_allowlist(monkeypatch):
     assert env["PYTHONPATH"] == "/somewhere" and "PATH" in env
 
 
+@pytest.mark.slow
 def test_each_failure_gets_its_verdict_and_the_batch_goes_on(example_problems, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_must_not_leak")
     # A candidate that is right only when it cannot see the token.
@@ -131,6 +132,7 @@ def test_children_that_leave_the_process_group_are_killed(example_problems):
     assert live_marked_processes() == []
 
 
+@pytest.mark.slow
 def test_fifty_candidates_with_ten_failures(example_problems):
     """Every failure of BAD twice, among forty honest candidates: each gets its own verdict,
     in order, and nothing is left behind (a hundred candidates took 90 s of the suite and

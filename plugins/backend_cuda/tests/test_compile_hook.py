@@ -54,6 +54,7 @@ def kz(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kz_core.cli", *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
 
 
+@pytest.mark.slow
 def test_kz_check_compiles_every_example_and_reports_a_broken_one(tmp_path):
     candidates = tmp_path / "c.jsonl"
     rows = [{"problem": p.stem, "code": p.read_text(), "backend": "cuda"} for p in sorted(EXAMPLES.glob("*.py"))]
