@@ -351,6 +351,7 @@ class WorkerProcess:
         self.contention: Any = None
         self.zygote = zygote
         self.worker_pid = 0
+        self._worker_handle: _ProcessHandle | None = None
         settings.scratch_root.mkdir(parents=True, exist_ok=True)
         self.scratch = Path(os.path.realpath(settings.scratch_root)) / f"{role}-{self.marker}"
         self.scratch.mkdir(parents=True)
@@ -395,6 +396,7 @@ class WorkerProcess:
                 finally:
                     child_sock.close()
                 self.process: Any = _ForkedProcess(pid, zygote)
+                self._worker_handle = _ProcessHandle(self.worker_pid)
             else:
                 self.process = _spawn(["kz_core.evaluate.worker", str(child_sock.fileno())], child_sock, env, self.scratch, self.log_path)
                 self.worker_pid = self.process.pid
@@ -488,8 +490,9 @@ class WorkerProcess:
         if isinstance(self.process, _ForkedProcess):
             # The worker first (in its own PID namespace, that ends every process in it),
             # then its supervisor, which kills whatever is left below it.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.worker_pid, signal.SIGKILL)
+            if self._worker_handle is not None:
+                self._worker_handle.send(signal.SIGKILL)
+                self._worker_handle.close()
             self.process.terminate()
         else:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -512,6 +515,38 @@ class WorkerProcess:
         _remove_tree(self.scratch)
 
 
+class _ProcessHandle:
+    """A process that is not this one's child, held by a pidfd opened while it is known to
+    be alive (just after the zygote reports it): a signal sent through it reaches that
+    process or none, never another that was given its number after it ended (process ids
+    are reused, within minutes on a busy machine with 32768 of them). Where the kernel has
+    no pidfds (before Linux 5.3), the signal goes by number as before."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.fd: int | None = None
+        self.by_number = False
+        try:
+            self.fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            pass  # already gone: nothing to signal, ever
+        except (AttributeError, OSError):
+            self.by_number = True
+
+    def send(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self.fd is not None:
+                signal.pidfd_send_signal(self.fd, signum)
+            elif self.by_number:
+                os.kill(self.pid, signum)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+        self.fd, self.by_number = None, False
+
+
 class _ForkedProcess:
     """A supervisor forked by the zygote, as much of ``subprocess.Popen`` as workers use."""
 
@@ -519,10 +554,13 @@ class _ForkedProcess:
         self.pid = pid
         self.zygote = zygote
         self.returncode: int | None = None
+        self.handle = _ProcessHandle(pid)
 
     def poll(self) -> int | None:
         if self.returncode is None:
             self.returncode = self.zygote.exit_status(self.pid)
+            if self.returncode is not None:
+                self.handle.close()
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -534,8 +572,10 @@ class _ForkedProcess:
         return self.returncode  # type: ignore[return-value]
 
     def terminate(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(self.pid, signal.SIGTERM)
+        """SIGTERM (the supervisor kills everything below it, then exits); once only: the
+        handle is closed after it, so that a long run holds no descriptor per worker."""
+        self.handle.send(signal.SIGTERM)
+        self.handle.close()
 
 
 def _remove_tree(path: Path) -> None:

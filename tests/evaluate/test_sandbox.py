@@ -203,3 +203,32 @@ def test_a_backend_without_trusted_kernels_is_checked_and_timed_in_its_sandbox_a
     assert "unverified_execution" in [f.check for f in good.findings]
     assert good.runtime is not None and good.runtime.median_ms > 0
     assert wrong.verdict is not Verdict.CORRECT
+
+
+def test_a_worker_that_ended_is_never_signalled_by_its_old_process_id(monkeypatch):
+    """Process ids come back (32768 of them here, reused within minutes on a busy machine):
+    kz signals its workers and their supervisors through pidfds opened while they were
+    alive, so a kill after they ended reaches nobody, not a process that got their number."""
+    import signal
+    import subprocess
+
+    from kz_core.evaluate import sandbox
+
+    class Zygote:  # knows nothing of the supervisor's end, as when it was reaped long ago
+        def exit_status(self, pid):
+            return None
+
+    child = subprocess.Popen(["sleep", "60"])
+    supervisor = sandbox._ForkedProcess(child.pid, Zygote())
+    worker = sandbox._ProcessHandle(child.pid)
+    child.kill()
+    child.wait()  # reaped: its number is free for the next process
+    sent = []
+    monkeypatch.setattr(sandbox.os, "kill", lambda pid, signum: sent.append((pid, signum)))
+    worker.send(signal.SIGKILL)
+    supervisor.terminate()
+    assert sent == [], "a signal went by number to whatever process has that id now"
+    # A live one is reached through its handle.
+    live = subprocess.Popen(["sleep", "60"])
+    sandbox._ProcessHandle(live.pid).send(signal.SIGKILL)
+    assert live.wait(timeout=30) == -signal.SIGKILL
