@@ -137,6 +137,7 @@ def test_loaded_once_and_reloaded_when_the_folder_changes(tiny_model_dir: Path, 
     assert load_policy(str(folder), "cpu") is not first
 
 
+@pytest.mark.slow
 def test_an_adapter_is_merged_once_into_a_checkpoint(tmp_path: Path) -> None:
     """policy.adapter: the LoRA adapter merged into the model gives the adapted model's
     outputs; a second use reuses the merged folder; the Proposer's own model takes
