@@ -214,6 +214,11 @@ def test_a_worker_that_ended_is_never_signalled_by_its_old_process_id(monkeypatc
 
     from kz_core.evaluate import sandbox
 
+    own = sandbox._ProcessHandle(os.getpid())
+    if own.fd is None:
+        pytest.skip("this kernel has no pidfds: kz signals by number there, as the handle says")
+    own.close()
+
     class Zygote:  # knows nothing of the supervisor's end, as when it was reaped long ago
         def exit_status(self, pid):
             return None
