@@ -129,6 +129,9 @@ for what in "$@"; do
     sweep)  # issue 19's sweep: KernelBench levels 1-3, 8 candidates per problem, cold
       KZ_CACHE_DIR=$(mktemp -d) stage sweep timeout "${KZ_SWEEP_S:-590}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --levels "${KZ_SWEEP_LEVELS:-1,2,3}" --samples "${KZ_SWEEP_SAMPLES:-8}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 --out "$OUT/sweep.json" ;;
+    # What the evaluator's steps cost on one 6.4 GB tensor (allocation, drawing, cloning,
+    # poisoning, CUDA IPC, comparison), on an idle GPU.
+    primitives) stage gpu_primitives timeout "${KZ_PRIMITIVES_S:-120}" $PY benchmarks/gpu_primitives.py --gb "${KZ_PRIMITIVES_GB:-6.44}" --json "$OUT/gpu_primitives.json" ;;
     bench-cuda) stage cuda_compile timeout "${KZ_CUDA_S:-200}" $PY benchmarks/cuda_compile.py --out "$OUT/cuda_compile.json" ;;
     # Cold cuda_inline builds, plain load_inline against the prelude path (issue 19 item 2):
     # the examples, or KZ_INLINE_SOURCES (folders or files of KernelBench-format candidates).

@@ -188,6 +188,7 @@ class CandidateOps:
                 output = recorder.call(lambda *xs: self._run(model, list(xs)), inputs)
                 plan = recorder.plan(output)
                 entry: dict[str, Any] = {"plan": plan, "constants": recorder.constants, "elsewhere": recorder.elsewhere[:8]}
+                output = recorder = None  # the plan is taken: its outputs need not wait for the next call's
                 if request.get("gap") is not None:
                     # The same call again after a few more: a forward whose work changes
                     # from call to call shows here (the parent compares the two plans).

@@ -911,7 +911,7 @@ class Evaluator:
             if failure is not None or reply is None:
                 return reply, failure
             for record in reply["trials"]:
-                record["comparison"] = self.references.compare_on_device(problem, record, record.get("variant"), f"trial {len(merged['trials']) + 1}")
+                record["comparison"] = self.references.compare_on_device(problem, record, record.get("variant"), f"trial {len(merged['trials']) + 1}", executor=True)
                 merged["trials"].append(record)
             call_worker(executor, {"op": "release_held"}, 60, "release")
         return merged, None
@@ -1130,7 +1130,7 @@ class Evaluator:
         if reply is not None and failure is None and reference.on_device:
             with self._gpu.shared():
                 for timed in reply["timed_outputs"]:
-                    timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call")
+                    timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call", executor=verified)
             call_worker(worker, {"op": "release_held" if verified else "release"}, 60, "release")
         if failure is not None or reply is None:
             return reply, failure

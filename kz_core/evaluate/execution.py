@@ -266,12 +266,17 @@ def timed_output_entries(timed_outputs: list[tuple[int, Any]], share: bool) -> t
     return entries, held
 
 
-def open_shared_cuda_tensor(description: dict[str, Any]) -> torch.Tensor:
+def open_shared_cuda_tensor(description: dict[str, Any], copy: bool = True) -> torch.Tensor:
     """Copy the tensor another process shared with :func:`share_cuda_tensor`.
 
     The description comes from an untrusted process: every field is type-checked and the
     view must lie inside the shared storage; the memory is cloned at once, so the sender
     cannot change it afterwards.
+
+    :param copy: False gives the view of the sender's memory itself, for a sender that
+        runs no code of its own while it waits (an executor: the candidate's kernels ran
+        to completion before it replied, and nothing launches them again until the next
+        request). A gigabyte output is then not copied once more to be compared.
     """
     from kz_core.evaluate.wire import TENSOR_DTYPES
 
@@ -298,9 +303,11 @@ def open_shared_cuda_tensor(description: dict[str, Any]) -> torch.Tensor:
     )
     view = torch.empty((0,), dtype=dtype, device=f"cuda:{description['device']}")
     view.set_(storage, description["offset"], shape, stride)
-    copy = view.clone()
+    if not copy:
+        return view
+    cloned = view.clone()
     del view, storage
-    return copy
+    return cloned
 
 
 def synchronize(device: str) -> None:

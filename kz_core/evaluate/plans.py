@@ -238,6 +238,7 @@ class Replay:
         self.constants = [c.to(device) if isinstance(c, torch.Tensor) else c for c in constants]
         self.operators = [resolve_operator(step["op"]) if step["kind"] == "op" else None for step in plan["steps"]]
         self.launches = sum(1 for step in plan["steps"] if step["kind"] == "kernel")
+        self.release = release_schedule(plan)
         self.compute_ops = list(dict.fromkeys(operator_label(s["op"]) for s in plan["steps"] if s["kind"] == "op" and operator_label(s["op"]) not in NON_COMPUTE_OPS))
 
     def precompile(self, precompile: Callable[[dict[str, Any], list[Any], dict[str, Any]], None]) -> bool:
@@ -343,35 +344,83 @@ class Replay:
                 return [t for item in value.values() for t in tensors(item)]
             return []
 
-        for step, operator in zip(self.plan["steps"], self.operators):
+        for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
             args = self._decode(step["args"], env)
             if step["kind"] == "kernel":
                 options = {k: self._decode(v, env) for k, v in step["options"].items()}
                 self.launch(step, args, options)
                 if track:
-                    for tensor in tensors(args):
-                        key = _storage_id(tensor)
+                    for key in [_storage_id(tensor) for tensor in tensors(args)]:
                         if key not in input_storages:
                             derived[key] = True
                             writer[key] = f"kernel {step['kernel'].get('name', '')}"
+                del args, options
+                for number in self.release[index]:
+                    if number < len(env["val"]):
+                        env["val"][number] = None
                 continue
             kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
             output = operator(*args, **kwargs)
             self._bind(step["out"], output, env)
             if track:
-                read = tensors(args) + tensors(kwargs)
-                written = _written(operator, args, kwargs, output)
-                for tensor, overwrite in written:
-                    key = _storage_id(tensor)
-                    sources = [t for t in read if _storage_id(t) != key] if overwrite else read
-                    derived[key] = any(derived.get(_storage_id(t), False) for t in sources) or (not overwrite and derived.get(key, False))
-                    writer[key] = operator_label(step["op"])
+                _track_writes(operator, step["op"], args, kwargs, output, tensors, derived, writer)
+            del args, kwargs, output
+            for number in self.release[index]:
+                # Its last use: let it go, as the forward did (a KernelBench norm's four
+                # intermediates of 6.4 GB each would otherwise live until the call ends).
+                if number < len(env["val"]):
+                    env["val"][number] = None
         result = self._decode(self.plan["outputs"], env)
         if track:
             leaves = tensors(result)
             provenance["kernel_derived"] = [derived.get(_storage_id(t), False) for t in leaves]
             provenance["writers"] = [writer.get(_storage_id(t), "nothing (an input or a constant)") for t in leaves]
         return result
+
+
+def _track_writes(
+    operator: Any, op: Any, args: list[Any], kwargs: dict[str, Any], output: Any, tensors: Callable[[Any], list[Any]], derived: dict[int, bool], writer: dict[int, str]
+) -> None:
+    """Whether what one operator wrote comes from the candidate's kernels, and its writer."""
+    read = tensors(args) + tensors(kwargs)
+    for tensor, overwrite in _written(operator, args, kwargs, output):
+        key = _storage_id(tensor)
+        sources = [t for t in read if _storage_id(t) != key] if overwrite else read
+        derived[key] = any(derived.get(_storage_id(t), False) for t in sources) or (not overwrite and derived.get(key, False))
+        writer[key] = operator_label(op)
+
+
+def _value_refs(value: Any, found: list[int]) -> list[int]:
+    """The numbers of the plan values (``{"t": ["val", n]}``) that ``value`` names."""
+    if isinstance(value, list):
+        for item in value:
+            _value_refs(item, found)
+    elif isinstance(value, dict):
+        ref = value.get("t")
+        if len(value) == 1 and isinstance(ref, list) and len(ref) == 2 and ref[0] == "val" and type(ref[1]) is int:
+            found.append(ref[1])
+        else:
+            for item in value.values():
+                _value_refs(item, found)
+    return found
+
+
+def release_schedule(plan: dict[str, Any]) -> list[list[int]]:
+    """For each step of a plan, the values it used last (or made and nobody uses): a
+    replay drops them after that step, so that it holds no more memory than the recorded
+    forward did. Values the plan returns are never dropped."""
+    last: dict[int, int] = {}
+    for index, step in enumerate(plan["steps"]):
+        for number in _value_refs([step.get("args"), step.get("kwargs"), step.get("options")], []):
+            last[number] = index
+        for number in _value_refs(step.get("out"), []):
+            last.setdefault(number, index)  # made here: used later, or never
+    returned = set(_value_refs(plan.get("outputs"), []))
+    schedule: list[list[int]] = [[] for _ in plan["steps"]]
+    for number, index in last.items():
+        if number not in returned:
+            schedule[index].append(number)
+    return schedule
 
 
 def _storage_id(tensor: Any) -> int:

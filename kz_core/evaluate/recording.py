@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 #: The plan format's version (the executor refuses others).
 PLAN_VERSION = 1
@@ -90,6 +91,32 @@ def _storage_key(tensor: torch.Tensor) -> tuple[str, int]:
         return (str(tensor.device), -id(tensor))
 
 
+class _Held:
+    """A tensor the recorder knows, held by a weak reference to its storage.
+
+    A recording keeps no value of the forward alive (a KernelBench norm made four
+    intermediates of 6.4 GB each, all kept until the call ended), so a storage may be
+    freed during the call and its memory handed to a later tensor: an entry whose
+    storage has expired names nothing any more. A tensor whose storage cannot be
+    referenced weakly is kept, as before.
+    """
+
+    __slots__ = ("ref", "_weak", "_strong")
+
+    def __init__(self, ref: tuple[str, int], tensor: torch.Tensor):
+        self.ref = ref
+        self._strong: torch.Tensor | None = None
+        try:
+            from torch.multiprocessing.reductions import StorageWeakRef
+
+            self._weak: Any = StorageWeakRef(tensor.untyped_storage())
+        except Exception:  # noqa: BLE001 - a tensor without a plain storage
+            self._weak, self._strong = None, tensor
+
+    def alive(self) -> bool:
+        return self._strong is not None or (self._weak is not None and not self._weak.expired())
+
+
 def without_dynamo_import(mode: type) -> type:
     """Let a ``TorchDispatchMode`` subclass dispatch without importing ``torch._dynamo``.
 
@@ -132,9 +159,11 @@ class Recorder(TorchDispatchMode):
         self.max_constant_bytes = max_constant_bytes
         self.constant_bytes = 0
         self.suspended = 0
-        self._refs: dict[int, tuple[str, int]] = {}
-        self._keep: list[Any] = []
-        self._storages: dict[tuple[str, int], tuple[tuple[str, int], torch.Tensor]] = {}
+        # The tensors of the call, by identity and by storage, held weakly (_Held): an
+        # entry goes when its tensor does, so an identity or an address reused later in
+        # the call is never taken for the tensor that had it.
+        self._refs: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._storages: dict[tuple[str, int], _Held] = {}
         self._values = 0
         self.inputs = [self._describe_input(index, value) for index, value in enumerate(inputs)]
         #: Kernel launches from another thread or on another stream than the call's.
@@ -145,9 +174,20 @@ class Recorder(TorchDispatchMode):
     # -- references --------------------------------------------------------------------
 
     def _bind(self, tensor: torch.Tensor, ref: tuple[str, int]) -> None:
-        self._refs[id(tensor)] = ref
-        self._keep.append(tensor)
-        self._storages.setdefault(_storage_key(tensor), (ref, tensor))
+        self._refs[tensor] = ref
+        key = _storage_key(tensor)
+        if self._storage(key) is None:
+            self._storages[key] = _Held(ref, tensor)
+
+    def _storage(self, key: tuple[str, int]) -> tuple[str, int] | None:
+        """The reference of the live tensor that first had the storage at ``key``."""
+        held = self._storages.get(key)
+        if held is None:
+            return None
+        if not held.alive():
+            del self._storages[key]  # freed during the call: the address is someone else's now
+            return None
+        return held.ref
 
     def _describe_input(self, index: int, value: Any) -> dict[str, Any]:
         if isinstance(value, torch.Tensor):
@@ -158,9 +198,7 @@ class Recorder(TorchDispatchMode):
     def _new_value(self, tensor: torch.Tensor) -> tuple[str, int]:
         ref = ("val", self._values)
         self._values += 1
-        self._refs[id(tensor)] = ref
-        self._keep.append(tensor)
-        self._storages.setdefault(_storage_key(tensor), (ref, tensor))
+        self._bind(tensor, ref)
         return ref
 
     def ref(self, tensor: torch.Tensor) -> dict[str, Any]:
@@ -168,12 +206,11 @@ class Recorder(TorchDispatchMode):
         tensor's memory made outside torch's dispatcher, or a new constant."""
         if type(tensor) is not torch.Tensor and not isinstance(tensor, torch.nn.Parameter):
             raise NotReplayable(f"the forward used a tensor of type {type(tensor).__name__}; only plain torch.Tensor values can be replayed", "output_type")
-        known = self._refs.get(id(tensor))
+        known = self._refs.get(tensor)
         if known is not None:
             return {"t": list(known)}
-        base = self._storages.get(_storage_key(tensor))
-        if base is not None:
-            base_ref, _ = base
+        base_ref = self._storage(_storage_key(tensor))
+        if base_ref is not None:
             with self.suspend():
                 alias = tensor  # re-create the same view of the known tensor's memory
                 step = {

@@ -121,7 +121,9 @@ class ReferenceOps:
         """Compare a candidate's GPU outputs, shared through CUDA IPC, with the reference's.
 
         For outputs too large to send to the parent. The reference is recomputed here for
-        the seed; the candidate's tensors are cloned out of its memory before comparing.
+        the seed; the candidate's tensors are cloned out of its memory before comparing,
+        unless the parent says the sender is an executor (``copy: false``), whose memory
+        nothing changes while it waits.
         """
         import json as _json
 
@@ -159,7 +161,7 @@ class ReferenceOps:
                 actual.append(None)
                 continue
             try:
-                actual.append(open_shared_cuda_tensor(description))
+                actual.append(open_shared_cuda_tensor(description, copy=request.get("copy", True) is not False))
             except Exception as exc:  # noqa: BLE001 - a forged or stale description
                 findings.append(Finding("output_type", f"{request['label']}, output {index}: could not be read from the candidate's process ({exc})"))
                 actual.append(None)

@@ -246,9 +246,15 @@ class ReferenceService:
 
     # -- comparison on the GPU ----------------------------------------------------------
 
-    def compare_on_device(self, problem: Problem, record: dict[str, Any], overrides: dict[str, int] | None, label: str) -> dict[str, Any]:
+    def compare_on_device(
+        self, problem: Problem, record: dict[str, Any], overrides: dict[str, int] | None, label: str, executor: bool = False
+    ) -> dict[str, Any]:
         """Have a reference worker copy a candidate's shared GPU outputs and compare them
-        (the caller holds the GPU lock shared, and the candidate keeps the outputs alive)."""
+        (the caller holds the GPU lock shared, and the candidate keeps the outputs alive).
+
+        :param executor: the outputs come from an executor, which runs nothing while it
+            waits: they are compared where they lie, not copied first.
+        """
         request = {
             "op": "compare",
             "problem": problem_payload(problem),
@@ -260,6 +266,7 @@ class ReferenceService:
             "atol": self.config.atol,
             "rtol": self.config.rtol,
             "label": label,
+            "copy": not executor,
         }
         with self.worker(problem) as worker:
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "comparison")
