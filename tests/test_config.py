@@ -150,3 +150,11 @@ def test_every_config_field_has_a_comment():
                     if not previous.startswith("#"):
                         undocumented.append(f"{node.name}.{stmt.target.id}")
     assert not undocumented, f"config fields without a comment: {undocumented}"
+
+
+def test_the_tolerance_table_names_are_the_evaluators():
+    """config.py names the tables without importing the evaluator's correctness module
+    (and torch with it) to check eval.tolerance."""
+    from kz_core.evaluate.correctness import TOLERANCE_TABLES
+
+    assert config_module.TOLERANCE_TABLE_NAMES == tuple(TOLERANCE_TABLES)

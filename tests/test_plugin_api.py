@@ -48,3 +48,14 @@ def test_importing_the_api_is_cheap():
     """Names load on first use: ``import kz_core`` does not import torch."""
     probe = "import sys, kz_core; from kz_core import hookimpl, Candidate; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_kz_starts_without_torch():
+    """Every ``kz`` command loads the plugins (the default ones include the evaluator's
+    guards) and a config: neither imports torch, so that ``kz config show`` or ``kz
+    problems list`` take no torch import (seconds); the commands that evaluate import it."""
+    probe = (
+        "import sys; from kz_core.plugins import load_plugins; from kz_core.config import load_config; "
+        "load_plugins(); load_config(None, ['eval.tolerance=kernelbench']); print('torch' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
