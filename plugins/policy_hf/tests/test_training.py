@@ -57,7 +57,9 @@ def test_completion_text_reads_both_shapes():
 
 
 @pytest.mark.slow
-def test_two_grpo_steps_of_the_smoke_preset_then_resume(tmp_path):
+def test_two_grpo_steps_of_the_smoke_preset_then_resume(tmp_path, embedded_model_dir):
+    # embedded_model_dir: the tiny model's tokenizer is the embedded model's, converted once
+    # for the test run (conftest.py) rather than by this kz process.
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     command = [sys.executable, "-m", "kz_core.cli", "train", "coder", "--preset", "smoke", f"run.root={tmp_path}", "run.name=smoke"]
     completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
@@ -76,7 +78,7 @@ def test_two_grpo_steps_of_the_smoke_preset_then_resume(tmp_path):
     assert "resuming from" in again.stderr and "checkpoint-2" in again.stderr
 
 
-def test_lora_grpo_gives_a_merged_model_and_the_adapter(tmp_path):
+def test_lora_grpo_gives_a_merged_model_and_the_adapter(tmp_path, embedded_model_dir):
     """With train.lora, final/ is a whole model that every later command loads (the
     adapters merged in) and adapter/ holds the adapters alone (what a GPU run sends back)."""
     from transformers import AutoModelForCausalLM
