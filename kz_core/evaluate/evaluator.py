@@ -574,6 +574,15 @@ class Evaluator:
         return results  # type: ignore[return-value]
 
     def _evaluate(self, candidate: Candidate, compile_only: bool = False) -> EvalResult:
+        problem = self.problems.get(candidate.problem)
+        if problem is None:
+            return self._evaluate_pinned(candidate, compile_only)
+        # Its problem's reference worker is kept while the candidate is in flight (its
+        # comparisons, timed outputs and baselines need it again).
+        with self.references.pinned(problem):
+            return self._evaluate_pinned(candidate, compile_only)
+
+    def _evaluate_pinned(self, candidate: Candidate, compile_only: bool = False) -> EvalResult:
         started = time.perf_counter()
         problem = self.problems.get(candidate.problem)
         if problem is None:

@@ -178,6 +178,12 @@ class ReferenceService:
         with self.contention.hold("reference worker", self.pool.acquire(problem.content_hash)) as worker:
             yield worker
 
+    def pinned(self, problem: Problem) -> contextlib.AbstractContextManager[None]:
+        """Keep ``problem``'s reference worker while the block runs, unless no other worker
+        can make room (``WorkerPool.pinned``)."""
+        pinned = getattr(self.pool, "pinned", None)
+        return pinned(problem.content_hash) if pinned is not None else contextlib.nullcontext()
+
     def close(self) -> None:
         self.pool.close()
         if self._baseline_cache is not None:

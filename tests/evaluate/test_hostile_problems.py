@@ -168,6 +168,41 @@ def test_a_keyed_pool_starts_the_next_problems_worker_ahead(tmp_path):
         zygote.close()
 
 
+def test_a_pinned_problems_worker_is_the_last_to_make_room(tmp_path):
+    """While a candidate of a problem is in flight its reference worker is pinned: a new
+    key ends another idle worker first, and no spare is started in its place."""
+    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
+
+    settings = SandboxSettings(scratch_root=tmp_path)
+    zygote = ZygoteProcess("cpu", settings)
+    pool = WorkerPool("cpu", "reference", 2, settings, zygote=zygote, single_use=False)
+    pool._spare = lambda: None  # no spares while the two slots are set up
+    try:
+        with pool.acquire("a") as worker:
+            a = worker.worker_pid
+        with pool.acquire("b") as worker:
+            b = worker.worker_pid
+        with pool.pinned("b"):
+            # "b" was returned last, so "a" is the least recently used: it would go anyway.
+            # Use "a" again so that "b" is now the least recently used idle worker.
+            with pool.acquire("a") as worker:
+                assert worker.worker_pid == a
+            with pool.acquire("c"):  # full: "a" makes room, not the pinned "b"
+                pass
+            with pool.acquire("b") as worker:
+                assert worker.worker_pid == b
+        del pool._spare
+        with pool.pinned("b"), pool.pinned("c"):
+            pool._spare()  # full, and every idle worker is pinned: no spare
+            assert all(w.binding is not None for w in list(pool._idle.queue))
+            assert pool._live == 2
+        with pool.acquire("c") as worker:  # unpinned now, "c" is still served by its worker
+            assert worker.binding == "c"
+    finally:
+        pool.close()
+        zygote.close()
+
+
 @pytest.mark.gpu
 def test_a_problem_cannot_change_another_problems_reference_on_the_gpu():
     """The same on a GPU, where reference workers and executors share tensors through
