@@ -105,6 +105,7 @@ def main() -> None:
                 if len(done) % 10 == 0:  # where candidates queue, in case a time limit cuts the run
                     print(f"    locks: {_locks(evaluator.contention.snapshot())}", flush=True)
                     print(f"    peak GPU memory per request, GiB: {evaluator.contention.peaks()}", flush=True)
+                    print(f"    largest peak per request in footprints of its problem (1 GiB a call or more): {evaluator.contention.footprint_ratios()}", flush=True)
                     print(f"    worker requests: {_requests(evaluator.contention.requests())}", flush=True)
                     save({**_summary(number, list(done), time.perf_counter() - started, evaluator), "cut": True})
 
@@ -128,6 +129,7 @@ def _summary(number: int, results: list, elapsed: float, evaluator) -> dict:
         "clocks": dict(collections.Counter(r.runtime.clock for r in results if r.runtime)),
         "locks": evaluator.contention.snapshot(),
         "peak_gib": evaluator.contention.peaks(),
+        "peak_footprints": evaluator.contention.footprint_ratios(),
         "requests": evaluator.contention.requests(),
         "results": [
             {

@@ -24,6 +24,9 @@ class Contention:
         self._stats: dict[str, list[float]] = {}
         self._peaks: dict[str, int] = {}
         self._requests: dict[str, list[float]] = {}
+        #: Problems' call footprints (inputs and outputs of one call), by content hash.
+        self._footprints: dict[str, int] = {}
+        self._ratios: dict[str, float] = {}
 
     def record(self, name: str, waited: float, held: float) -> None:
         with self._lock:
@@ -45,10 +48,26 @@ class Contention:
             finally:
                 self.record(name, got - asked, time.perf_counter() - got)
 
-    def record_peak(self, name: str, nbytes: int) -> None:
-        """The most GPU memory one request of kind ``name`` held (as its worker reports it)."""
+    def note_footprint(self, problem: str, nbytes: int) -> None:
+        """A problem's call footprint (what memory reservations are multiples of)."""
+        with self._lock:
+            self._footprints[problem] = int(nbytes)
+
+    def record_peak(self, name: str, nbytes: int, problem: str | None = None) -> None:
+        """The most GPU memory one request of kind ``name`` held (as its worker reports it);
+        with ``problem`` (its content hash), also that peak in footprints of the problem,
+        for problems of at least 1 GiB a call (what reservations are sized in)."""
         with self._lock:
             self._peaks[name] = max(self._peaks.get(name, 0), int(nbytes))
+            footprint = self._footprints.get(problem or "", 0)
+            if footprint >= 1 << 30:
+                self._ratios[name] = max(self._ratios.get(name, 0.0), nbytes / footprint)
+
+    def footprint_ratios(self) -> dict[str, float]:
+        """``{"<role> <op>": footprints}``: the largest peak of a request of that kind, in
+        call footprints of its problem (problems of at least 1 GiB a call)."""
+        with self._lock:
+            return {name: round(ratio, 2) for name, ratio in sorted(self._ratios.items())}
 
     def record_request(self, name: str, seconds: float) -> None:
         """One request of kind ``name`` (``"<role> <op>"``) took ``seconds`` from send to reply."""
@@ -81,3 +100,4 @@ class Contention:
             self._stats.clear()
             self._peaks.clear()
             self._requests.clear()
+            self._ratios.clear()

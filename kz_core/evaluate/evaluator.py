@@ -609,6 +609,8 @@ class Evaluator:
             reference_started = time.perf_counter()
             reference = self.references.get(problem)
             timings = attrs.evolve(timings, reference_s=time.perf_counter() - reference_started)
+            if not reference.error:
+                self.contention.note_footprint(problem.content_hash, reference.footprint_bytes)
             if reference.error:
                 findings.append(Finding("reference_error", f"the problem's reference failed, so nothing can be checked: {reference.error}"))
                 return self._finish(candidate, problem, findings, started, timings=timings)

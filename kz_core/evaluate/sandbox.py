@@ -350,6 +350,9 @@ class WorkerProcess:
         self.binding: str | None = None
         #: Where peak GPU memory per request is recorded (set by the pool), if anywhere.
         self.contention: Any = None
+        #: The content hash of the last problem a request named (diagnostics: peaks are
+        #: recorded in footprints of it).
+        self.problem_hash: str | None = None
         self.zygote = zygote
         self.worker_pid = 0
         self._worker_handle: _ProcessHandle | None = None
@@ -455,6 +458,9 @@ class WorkerProcess:
             raise WorkerDied("this worker was retired")
         deadline = time.monotonic() + timeout
         sent = time.perf_counter()
+        problem = request.get("problem")
+        if isinstance(problem, dict) and isinstance(problem.get("hash"), str):
+            self.problem_hash = problem["hash"]
         try:
             self.sock.settimeout(timeout)
             wire.send_request(self.sock, request)
@@ -482,7 +488,7 @@ class WorkerProcess:
                     if isinstance(phase, str) and type(seconds) is float and 0 <= seconds < 1e6:
                         self.contention.record_request(f"{self.role} {request.get('op')}: {phase[:40]}", seconds)
             if type(peak) is int:
-                self.contention.record_peak(f"{self.role} {request.get('op')}", peak)
+                self.contention.record_peak(f"{self.role} {request.get('op')}", peak, self.problem_hash)
         return reply
 
     def kill(self) -> None:

@@ -159,8 +159,16 @@ def test_contention_records_waits_and_holds():
     contention.record_request("executor execute", 0.5)
     contention.record_request("executor execute", 1.5)
     assert contention.requests() == {"executor execute": {"count": 2, "total_s": 2.0, "max_s": 1.5}}
+    contention.note_footprint("big", 4 << 30)
+    contention.note_footprint("small", 1 << 20)
+    contention.record_peak("candidate record", 10 << 30, "big")
+    contention.record_peak("candidate record", 6 << 30, "big")
+    contention.record_peak("executor execute", 512 << 20, "small")  # under 1 GiB a call: not in footprints
+    contention.record_peak("executor execute", 1 << 30, None)
+    assert contention.footprint_ratios() == {"candidate record": 2.5}
+    assert contention.peaks() == {"candidate record": 10.0, "executor execute": 1.0}
     contention.reset()
-    assert contention.snapshot() == {} and contention.requests() == {}
+    assert contention.snapshot() == {} and contention.requests() == {} and contention.footprint_ratios() == {}
 
 
 @pytest.mark.parametrize("device", ["cpu"])
