@@ -8,6 +8,18 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+# Under pytest-xdist, each worker's share of the cores for torch's thread pools (and those
+# of the processes its tests start, which inherit the environment), unless the caller set
+# one: two workers on two cores, each with torch's default of a thread per core, had four
+# OpenMP threads spinning on two cores, and the tests that run a model (kz train, kz
+# generate) spent about a third more CPU time than with one thread each. kz's evaluator
+# workers already run with one thread on a CPU (kz_core/evaluate/sandbox.py).
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+if _WORKERS > 1:
+    _threads = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_variable, _threads)
+
 # No wall-clock limits that load can break: the suite runs beside other processes (and in
 # parallel with itself, `make test`), where a 200 ms example can take 450.
 settings.register_profile("kz", deadline=None, suppress_health_check=[HealthCheck.too_slow])
