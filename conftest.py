@@ -26,6 +26,15 @@ settings.register_profile("kz", deadline=None, suppress_health_check=[HealthChec
 settings.load_profile("kz")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist hands whole files out in the order of the collection below only without
+    its ``--loadscope-reorder`` (on by default): that reorders files by their number of
+    tests, and files of a few long tests (kz generate, two-process training) were then
+    handed out last and ran alone at the end of `make test`."""
+    if getattr(config.option, "loadscopereorder", None) is not None:
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files that hold a test marked ``slow`` first, each file's tests in their order:
     `make test` gives whole files to pytest-xdist's workers (``--dist loadfile``) in this
