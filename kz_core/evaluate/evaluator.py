@@ -575,11 +575,9 @@ class Evaluator:
 
     def _evaluate(self, candidate: Candidate, compile_only: bool = False) -> EvalResult:
         problem = self.problems.get(candidate.problem)
-        if problem is None:
-            return self._evaluate_pinned(candidate, compile_only)
         # Its problem's reference worker is kept while the candidate is in flight (its
         # comparisons, timed outputs and baselines need it again).
-        with self.references.pinned(problem):
+        with self.references.pinned(problem) if problem is not None else contextlib.nullcontext():
             return self._evaluate_pinned(candidate, compile_only)
 
     def _evaluate_pinned(self, candidate: Candidate, compile_only: bool = False) -> EvalResult:
@@ -609,11 +607,10 @@ class Evaluator:
             reference_started = time.perf_counter()
             reference = self.references.get(problem)
             timings = attrs.evolve(timings, reference_s=time.perf_counter() - reference_started)
-            if not reference.error:
-                self.contention.note_footprint(problem.content_hash, reference.footprint_bytes)
             if reference.error:
                 findings.append(Finding("reference_error", f"the problem's reference failed, so nothing can be checked: {reference.error}"))
                 return self._finish(candidate, problem, findings, started, timings=timings)
+            self.contention.note_footprint(problem.content_hash, reference.footprint_bytes)
         if info is not None and info.trusted_kernels and runs_here and not compile_only:
             try:
                 return self._evaluate_verified(candidate, problem, reference, findings, timings, started)

@@ -355,16 +355,13 @@ class Replay:
                             derived[key] = True
                             writer[key] = f"kernel {step['kernel'].get('name', '')}"
                 del args, options
-                for number in self.release[index]:
-                    if number < len(env["val"]):
-                        env["val"][number] = None
-                continue
-            kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
-            output = operator(*args, **kwargs)
-            self._bind(step["out"], output, env)
-            if track:
-                _track_writes(operator, step["op"], args, kwargs, output, tensors, derived, writer)
-            del args, kwargs, output
+            else:
+                kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
+                output = operator(*args, **kwargs)
+                self._bind(step["out"], output, env)
+                if track:
+                    _track_writes(operator, step["op"], args, kwargs, output, tensors, derived, writer)
+                del args, kwargs, output
             for number in self.release[index]:
                 # Its last use: let it go, as the forward did (a KernelBench norm's four
                 # intermediates of 6.4 GB each would otherwise live until the call ends).

@@ -181,8 +181,7 @@ class ReferenceService:
     def pinned(self, problem: Problem) -> contextlib.AbstractContextManager[None]:
         """Keep ``problem``'s reference worker while the block runs, unless no other worker
         can make room (``WorkerPool.pinned``)."""
-        pinned = getattr(self.pool, "pinned", None)
-        return pinned(problem.content_hash) if pinned is not None else contextlib.nullcontext()
+        return self.pool.pinned(problem.content_hash)
 
     def close(self) -> None:
         self.pool.close()
