@@ -228,7 +228,9 @@ class ReferenceService:
         if budget.capacity and self.alone():
             need = budget.capacity
         elif budget.capacity:
-            with self.gpu.shared(), self.worker(problem) as worker:
+            # On torch's meta device: nothing runs on the GPU, so the GPU lock is not taken
+            # (and nothing is waited for while the worker is held).
+            with self.worker(problem) as worker:
                 probe, _ = call_worker(worker, {"op": "footprint", "problem": request["problem"], "init_seed": self.seeds.init}, 60, "footprint")
             found = probe.get("bytes") if probe else None
             need = 2 * found if type(found) is int and found >= 0 else int(budget.capacity * FIRST_REFERENCE_SHARE)

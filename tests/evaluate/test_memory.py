@@ -308,3 +308,24 @@ def test_the_gpu_lock_records_shared_and_exclusive_holds():
     stats = contention.snapshot()
     assert stats["gpu shared"]["taken"] == 1 and stats["gpu shared"]["held_s"] >= 0.09
     assert stats["gpu exclusive"]["waited_s"] >= 0.09
+
+
+
+def test_a_batch_runs_problems_in_hash_order_with_each_problems_candidates_together():
+    """Written against name order: KernelBench's activations (19_ReLU ... 32_HardTanh,
+    12.8 GB a call each) ran side by side and all waited for the same GPU memory. The
+    order is by content hash, which spreads a family's problems through the batch."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate
+    from kz_core.problems import load_problems
+
+    from .conftest import eval_config
+
+    problems = load_problems("examples").problems
+    candidates = [Candidate(problem=p.name, backend="triton", code="", sample_id=str(i)) for i in range(2) for p in problems]
+    with Evaluator(problems, eval_config("eval.workers=1")) as evaluator:
+        order = evaluator.schedule(candidates)
+    by_hash = sorted(problems, key=lambda p: p.content_hash)
+    assert [candidates[i].problem for i in order] == [p.name for p in by_hash for _ in range(2)]
+    assert [candidates[i].sample_id for i in order] == ["0", "1"] * len(problems)
+    assert [p.name for p in by_hash] != sorted(p.name for p in problems)  # else this test shows nothing
