@@ -138,7 +138,8 @@ class EvalConfig:
     workers: int = 0
     # Reference worker processes per device (they run reference modules and baselines;
     # candidate code never runs in them). Each serves one problem, so one per candidate
-    # worker lets candidates of different problems go on at once; 0: as many as `workers`.
+    # worker lets candidates of different problems go on at once; 0: twice `workers` on a
+    # GPU (a problem's worker is kept while a candidate of it is in flight), as many on a CPU.
     reference_workers: int = 0
     # Correctness trials per candidate, each with fresh inputs from a secret seed.
     trials: int = 5

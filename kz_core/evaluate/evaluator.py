@@ -264,7 +264,11 @@ class Evaluator:
         # Reference workers run the problem's code (the Proposer's, in co-evolution): forked
         # and confined like executors, kept between calls but bound to one problem each.
         reference_settings = attrs.evolve(sandboxed, cpu_budget_s=0)
-        reference_pool = WorkerPool(self.device, "reference", self.config.reference_workers or workers, reference_settings, zygote=self._zygote, single_use=False)
+        # By default twice the candidate workers on a GPU: each candidate in flight keeps its
+        # problem's worker (on the H200, level 1: 71 reference worker starts for 72
+        # candidates with 16, 161 for 71 with 8; 15.3 against 15.0 candidates/min).
+        reference_count = self.config.reference_workers or (workers if self.device == "cpu" else 2 * workers)
+        reference_pool = WorkerPool(self.device, "reference", reference_count, reference_settings, zygote=self._zygote, single_use=False)
         for pool in (self._candidate_pool, self._executor_pool, reference_pool):
             pool.contention = self.contention
         self.references = ReferenceService(
