@@ -81,6 +81,8 @@ def wrapping_candidate(problem_code: str) -> str:
 
 
 def kernelbench_problems(path: str, level: int) -> list[Any]:
+    """The problems of ``level`` in ``path`` (any problem source kz reads: KernelBench's
+    JSONL, a folder such as ``examples``); level 0: every problem, whatever its level."""
     from kz_core.problems import load_problems
 
-    return list(load_problems(path, level=level).problems)
+    return list(load_problems(path, level=level or None).problems)

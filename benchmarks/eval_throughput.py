@@ -28,7 +28,7 @@ from common import kernelbench_problems, versions, wrapping_candidate, write_jso
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", required=True)
-    parser.add_argument("--level", type=int, default=1)
+    parser.add_argument("--level", type=int, default=1, help="0: every problem of --problems (e.g. --problems examples, whose problems have no level)")
     parser.add_argument("--levels", default="", help="several levels, comma-separated (a sweep: --levels 1,2,3 --samples 8)")
     parser.add_argument("--samples", type=int, default=1, help="candidates per problem (each a distinct source: none comes from a cache)")
     parser.add_argument("--limit", type=int, default=0, help="first N problems only")

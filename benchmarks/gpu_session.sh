@@ -23,6 +23,9 @@
 #     benchmarks/gpu_session.sh setup model curve-sft grpo curve-grpo curve-pack
 # and its ablations (reward: CA-GRPO, speed always on, correctness only; frontier: beta, uniform):
 #   benchmarks/gpu_session.sh setup ablate-reward ablate-frontier curve-pack
+# Ray (issue 19 item 4; the wheel in two parts from benchmarks/ray_wheels.sh), two calls:
+#   benchmarks/gpu_session.sh ray-p1                      (carrying .ray/p1)
+#   benchmarks/gpu_session.sh setup ray-setup ray-bench   (carrying .ray/p2, .whl, .kb)
 # Stage time limits (seconds) come from KZ_<STAGE>_S, e.g. KZ_COEVOLVE_S=420.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
@@ -129,6 +132,22 @@ for what in "$@"; do
     sweep)  # issue 19's sweep: KernelBench levels 1-3, 8 candidates per problem, cold
       KZ_CACHE_DIR=$(mktemp -d) stage sweep timeout "${KZ_SWEEP_S:-590}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --levels "${KZ_SWEEP_LEVELS:-1,2,3}" --samples "${KZ_SWEEP_SAMPLES:-8}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 --out "$OUT/sweep.json" ;;
+    # Ray on the GPU machine (issue 19 item 4), its wheel in two parts (benchmarks/ray_wheels.sh):
+    # ray-p1 in a call carrying .ray/p1, then setup ray-setup ray-bench in one carrying .ray/p2.
+    ray-p1) mkdir -p "$HOME/ray-wheel" && cp .ray/p1/* "$HOME/ray-wheel/" && ls -la "$HOME/ray-wheel" ;;
+    ray-setup)
+      wheel=$(cat "$HOME/ray-wheel/NAME")
+      cat "$HOME/ray-wheel/ray.part.aa" .ray/p2/ray.part.ab > "$HOME/ray-wheel/$wheel" \
+        && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$HOME"/ray-wheel/*.whl \
+        && $PY -c "import ray; print('ray', ray.__version__)" | tee -a "$OUT/device.txt" ;;
+    ray-bench)  # the same candidates through the local engine and through eval.engine=ray (one actor on the one GPU),
+      # cold, then a node lost (two nodes sharing the GPU: KZ_RAY_LOSS_IDS, problems below the large-problem line)
+      for engine in local ray; do
+        KZ_CACHE_DIR=$(mktemp -d) stage "ray_bench_$engine" timeout "${KZ_RAY_S:-200}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
+          --level 1 --ids "${KZ_RAY_IDS:-1-40}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 --set eval.engine=$engine --out "$OUT/ray_bench_$engine.json"
+      done
+      KZ_CACHE_DIR=$(mktemp -d) stage ray_node_loss timeout "${KZ_RAY_LOSS_S:-240}" $PY benchmarks/ray_node_loss.py --problems .kb/problems.jsonl \
+        --level 1 --ids "${KZ_RAY_LOSS_IDS:-1-18}" --device cuda --workers 4 --out "$OUT/ray_node_loss.json" ;;
     # What the evaluator's steps cost on one 6.4 GB tensor (allocation, drawing, cloning,
     # poisoning, CUDA IPC, comparison), on an idle GPU.
     primitives) stage gpu_primitives timeout "${KZ_PRIMITIVES_S:-120}" $PY benchmarks/gpu_primitives.py --gb "${KZ_PRIMITIVES_GB:-6.44}" --json "$OUT/gpu_primitives.json" ;;
