@@ -8,6 +8,9 @@
 #   benchmarks/gpu_session.sh model-p1 setup tests bench-cuda      (one call, carrying .model/p1)
 #   benchmarks/gpu_session.sh setup model sampling train-coder bench-eval   (the next, carrying .model/p2)
 #   benchmarks/gpu_session.sh setup coevolve
+# Issue 16's ablations from nothing carried but .whl, .kb and the model (the corpus drawn there):
+#   benchmarks/gpu_session.sh model-p1                                    (carrying .model/p1)
+#   benchmarks/gpu_session.sh setup model synth sft ablate-reward curve-pack   (carrying .model/p2)
 # Issue 16's learning curve (benchmarks/learning_curve.py; the corpus from `kz data synth`
 # in runs/curve-synth, or packed as .curve/curve-synth.tgz, carried): base, SFT, CA-GRPO and
 # co-evolution points, each sampled into $RUNS/curve/points/<label>; `curve-pack` puts them,
@@ -165,6 +168,11 @@ for what in "$@"; do
       # Everything but checkpoints and models comes back; `kz report` runs where matplotlib is.
       (cd "$RUNS" && find coevolve-h200 -type f -size -40M -not -path '*/checkpoints/*' -not -path '*/final/*' \
         -not -name '*.safetensors' -not -name '*.bin' -not -name '*.pt' | tar -czf "$OUT/coevolve-h200.tar.gz" -T -) ;;
+    synth)  # the corpus drawn and judged here (16 cores, the GPU) instead of carried: into $RUNS/curve-synth,
+      # the first session's command (docs/benchmarks.md: 2,364 pairs from 1,200 problems, 367 s on 2 CPU cores)
+      stage synth timeout "${KZ_SYNTH_S:-420}" $PY -m kz_core.cli data synth --preset demo --n "${KZ_SYNTH_N:-1200}" --seed 1 --backends triton \
+        -d cuda run.root="$RUNS" run.name=curve-synth eval.workers=8 proposer.decontaminate=.kb/problems.jsonl
+      SYNTH=$RUNS/curve-synth; ls -la "$SYNTH" ;;
     curve-base) curve_point base ;;
     sft)
       stage sft timeout "${KZ_SFT_S:-240}" $PY -m kz_core.cli train sft --data "$SYNTH/synth.jsonl" --role both run.root="$RUNS" run.name=curve-sft \
