@@ -129,5 +129,8 @@ def install() -> LaunchCounter:
             from triton.runtime.autotuner import Autotuner
 
             Autotuner.do_bench = property(lambda self: self._do_bench or _cpu_benchmarker)  # type: ignore[assignment]
+            from kz_backend_triton import interpreted_libdevice
+
+            interpreted_libdevice.install()  # libdevice's math, which the interpreter lacks
         _installed = True
     return COUNTER

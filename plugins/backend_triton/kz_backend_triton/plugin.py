@@ -7,6 +7,8 @@ this module loads (for ``kz plugins``) without initialising it.
 
 from __future__ import annotations
 
+import os
+
 from kz_core import BackendInfo, KernelCompileError, RunOutput, hookimpl
 
 from kz_backend_triton.checks import check_triton_source
@@ -86,6 +88,10 @@ def backend_kernels(candidate, workdir):
     from kz_backend_triton.kernels import TritonKernels
     from kz_backend_triton.trusted import KernelExtractionError, extract_kernels
 
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        from kz_backend_triton import interpreted_libdevice
+
+        interpreted_libdevice.install()  # libdevice's math, which the interpreter lacks
     try:
         return TritonKernels(extract_kernels(candidate.code, str(workdir / "candidate.py")))
     except KernelExtractionError as exc:

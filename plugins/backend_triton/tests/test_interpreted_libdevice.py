@@ -1,0 +1,65 @@
+"""``libdevice`` under Triton's CPU interpreter (kz_backend_triton/interpreted_libdevice.py).
+
+Written against the interpreter as Triton ships it, where ``libdevice.tanh(x)`` returns
+None: an honest GELU kernel written as published ones are failed on a CPU with
+``unsupported operand type(s) ... 'NoneType'`` (tests/honest/linear_gelu_libdevice_tanh.py
+is the whole candidate). Triton runs under its interpreter here, as in test_trusted.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import textwrap  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from kz_backend_triton import interpreted_libdevice  # noqa: E402
+from kz_backend_triton.trusted import extract_kernels  # noqa: E402
+
+SOURCE = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
+
+
+    @triton.jit
+    def math_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask, other=1.0)
+        y = libdevice.tanh(x) + libdevice.erf(x) + libdevice.pow(x, 2.0) + tl.extra.cuda.libdevice.expm1(x)
+        y = y + libdevice.isnan(x) + libdevice.fma(x, x, 1.0) + libdevice.rsqrt(libdevice.abs(x) + 1.0)
+        tl.store(out_ptr + offsets, y, mask=mask)
+    """
+)
+
+
+def expected(x: torch.Tensor) -> torch.Tensor:
+    x = x.double()
+    return torch.tanh(x) + torch.erf(x) + x**2 + torch.expm1(x) + torch.isnan(x).double() + (x * x + 1.0) + torch.rsqrt(x.abs() + 1.0)
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="Triton was imported without its interpreter in this process")
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.float64, 1e-12), (torch.float16, 5e-2)])
+def test_libdevice_math_runs_under_the_interpreter_in_the_trusted_kernels(dtype, tolerance, tmp_path):
+    interpreted_libdevice.install()
+    kernels = extract_kernels(SOURCE, str(tmp_path / "candidate.py"))  # the executor's way: built from the source
+    x = torch.randn(300, dtype=dtype)
+    out = torch.empty_like(x)
+    kernels["math_kernel"][(3,)](x, out, x.numel(), BLOCK=128)
+    assert (out.double() - expected(x)).abs().max().item() < tolerance * expected(x).abs().max().item()
+
+
+def test_the_functions_keep_the_names_and_module_kernels_may_use():
+    import triton.language.extra.cuda.libdevice as cuda_libdevice
+    from triton.language.extra import libdevice
+
+    interpreted_libdevice.install()
+    for module in (libdevice, cuda_libdevice):
+        assert module.tanh.__module__ == module.__name__ and module.tanh.__name__ == "tanh"
+    assert not hasattr(libdevice, "fmax")  # nothing the library lacks is invented
