@@ -314,6 +314,7 @@ class CandidateOps:
         :returns: the trial's record, and what the profiler saw of the call (when ``profile``).
         """
         from kz_core.evaluate.execution import (
+            apart_from,
             bitwise_equal,
             fingerprint,
             flatten_outputs,
@@ -347,7 +348,9 @@ class CandidateOps:
             "input_fingerprints": prints,
             "output_types": [f"{type(x).__module__}.{type(x).__qualname__}" for x in leaves],
             "output_devices": [str(x.device) if isinstance(x, torch.Tensor) else "" for x in leaves],
-            "outputs": [x if type(x) is torch.Tensor else None for x in leaves],
+            # An output in a tensor the module keeps (rewritten every call) is copied before
+            # the next trial rewrites it.
+            "outputs": apart_from([x if type(x) is torch.Tensor else None for x in leaves], _module_tensors(model)),
             "mutated": [i for i, (x, o) in enumerate(zip(inputs, originals)) if o is not None and not bitwise_equal(x, o)],
             "aliased": [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor) and any(storages_overlap(x, y) for y in tensor_inputs)],
             "threads_started": threading.active_count() - threads_before,
@@ -410,3 +413,15 @@ class CandidateOps:
             if self.device.startswith("cuda"):
                 self.torch.cuda.empty_cache()
         return {"ok": True, "flags_changed": changed}
+
+
+def _module_tensors(model: Any) -> list[Any]:
+    """The tensors a module keeps between calls: parameters, buffers, tensor attributes."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return []
+    kept = [*model.parameters(), *model.buffers()]
+    for module in model.modules():
+        kept += [value for value in vars(module).values() if isinstance(value, torch.Tensor)]
+    return kept

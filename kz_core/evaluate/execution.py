@@ -163,6 +163,20 @@ def storages_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a_start < b_end and b_start < a_end
 
 
+def apart_from(leaves: list[Any], kept: list[Any]) -> list[Any]:
+    """``leaves`` with each tensor that shares memory with one of ``kept`` (tensors that
+    outlive the call: the module's own, an earlier call's outputs) replaced by a copy.
+
+    A forward may return a buffer it keeps and rewrites every call (allocated once, as
+    inference code does): its value must be taken before the next call overwrites it.
+    """
+    kept_tensors = [t for t in kept if isinstance(t, torch.Tensor)]
+    return [
+        x.clone() if isinstance(x, torch.Tensor) and any(storages_overlap(x, t) for t in kept_tensors) else x
+        for x in leaves
+    ]
+
+
 def poison_free_memory(device: str, megabytes: int) -> None:
     """Fill memory the allocator will hand out next with NaN, then free it.
 

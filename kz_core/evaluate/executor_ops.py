@@ -116,6 +116,7 @@ class ExecutorOps:
     def op_execute(self, request: dict[str, Any]) -> dict[str, Any]:
         """Replay plans on the trials' inputs, with every check around each call."""
         from kz_core.evaluate.execution import (
+            apart_from,
             bitwise_equal,
             fingerprint,
             flatten_outputs,
@@ -149,6 +150,9 @@ class ExecutorOps:
                 synchronize(self.device)
                 mark = _phase(phases, "replay", mark)
                 structure, leaves = flatten_outputs(output)
+                # An output in one of the plan's constants (a buffer the forward keeps and
+                # rewrites) is copied before the next trial rewrites it.
+                leaves = apart_from(leaves, replay.constants)
                 tensor_inputs = [x for x in inputs if isinstance(x, torch.Tensor)]
                 withheld = _unexpected(leaves, trial.get("expected"))
                 record = {

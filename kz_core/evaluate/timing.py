@@ -185,7 +185,49 @@ def time_forward(
 
     stats = time_calls(call, device, settings)
     stats["note"] = note
-    return Timed(stats, [(seed, last[which]) for which, seed in enumerate(seeds) if which in last], dirty=dirty)
+    outputs = [(seed, last[which]) for which, seed in enumerate(seeds) if which in last]
+    if any(_apart([output for _, output in outputs[:index]], later) is not later for index, (_, later) in enumerate(outputs)):
+        # The forward returns a buffer it keeps (every set's last output is the same memory):
+        # one more call per set, untimed, each output copied before the next call.
+        outputs = []
+        for which, seed in enumerate(seeds):
+            outputs.append((seed, _apart([output for _, output in outputs], forward(*input_sets[which]), always=True)))
+    return Timed(stats, outputs, dirty=dirty)
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _tensors(item)]
+    return []
+
+
+def _apart(kept: list[Any], value: Any, always: bool = False) -> Any:
+    """``value`` itself when none of its tensors shares memory with the tensors of ``kept``
+    (earlier calls' outputs), else a copy of it (of every tensor with ``always``)."""
+    import torch
+
+    from kz_core.evaluate.execution import storages_overlap
+
+    earlier = [t for item in kept for t in _tensors(item)]
+    if not always and not any(storages_overlap(t, e) for t in _tensors(value) for e in earlier):
+        return value
+
+    def copy(item: Any) -> Any:
+        if isinstance(item, torch.Tensor):
+            return item.clone()
+        if isinstance(item, (list, tuple)):
+            return type(item)(copy(x) for x in item)
+        if isinstance(item, dict):
+            return {k: copy(v) for k, v in item.items()}
+        return item
+
+    return copy(value)
 
 
 def plan_replay(pair_ms: float, set_bytes: int, settings: TimingSettings) -> tuple[int, int]:
@@ -349,7 +391,9 @@ def _capture(
                 with _op_recorder(ops) if ops is not None else contextlib.nullcontext():
                     output = forward(*buffers[j % len(buffers)])
                 if j in keep:
-                    kept[j] = output
+                    # A buffer the forward keeps and returns every call is copied (the copy
+                    # is captured too) so that each kept call's value survives the next.
+                    kept[j] = _apart([kept[i] for i in sorted(kept)], output)
                 del output
     except Exception as exc:  # noqa: BLE001 - anything the forward or the capture raised
         kept.clear()

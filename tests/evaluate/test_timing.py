@@ -60,6 +60,32 @@ def test_on_a_cpu_time_forward_alternates_the_seeds_and_returns_an_output_per_se
     assert {seed: float(out[0]) for seed, out in timed.outputs} == {3: 6.0, 5: 10.0}
 
 
+def test_a_forward_that_returns_a_buffer_it_keeps_gets_each_seeds_own_output():
+    """Written against the version before: the last output of each input set was the same
+    buffer, holding the last call's value, so an honest kernel that keeps its output
+    buffer (allocated once) read as state drift for the other seed."""
+    buffer = torch.empty(4)
+
+    def make(seed):
+        return [torch.full((4,), float(seed))]
+
+    def forward(x):
+        return buffer.copy_(x * 2)
+
+    timed = time_forward(forward, make, [3, 5], [7, 11], "cpu", TimingSettings(method="graph", min_trials=4, max_trials=4))
+    assert {seed: float(out[0]) for seed, out in timed.outputs} == {3: 6.0, 5: 10.0}
+    assert all(out.data_ptr() != buffer.data_ptr() for _, out in timed.outputs)
+
+
+def test_outputs_apart_from_kept_tensors_are_returned_as_they_are():
+    from kz_core.evaluate.execution import apart_from
+
+    kept, fresh = torch.ones(3), torch.zeros(3)
+    same, other, text = apart_from([kept[1:], fresh, "x"], [kept])
+    assert same.data_ptr() != kept[1:].data_ptr() and torch.equal(same, kept[1:])  # a view into a kept tensor is copied
+    assert other is fresh and text == "x"
+
+
 def test_timing_stops_at_the_budget_or_once_stable():
     settings = TimingSettings(min_trials=10, max_trials=1000, budget_ms=100.0, target_relative_iqr=0.01)
     assert not timing._done([1.0] * 9, 9.0, settings)
