@@ -186,12 +186,12 @@ def time_forward(
     stats = time_calls(call, device, settings)
     stats["note"] = note
     outputs = [(seed, last[which]) for which, seed in enumerate(seeds) if which in last]
-    if any(_apart([output for _, output in outputs[:index]], later) is not later for index, (_, later) in enumerate(outputs)):
+    if any(_overlapping(later, [output for _, output in outputs[:index]]) for index, (_, later) in enumerate(outputs)):
         # The forward returns a buffer it keeps (every set's last output is the same memory):
         # one more call per set, untimed, each output copied before the next call.
         outputs = []
         for which, seed in enumerate(seeds):
-            outputs.append((seed, _apart([output for _, output in outputs], forward(*input_sets[which]), always=True)))
+            outputs.append((seed, _apart([], forward(*input_sets[which]), always=True)))
     return Timed(stats, outputs, dirty=dirty)
 
 
@@ -207,15 +207,20 @@ def _tensors(value: Any) -> list[Any]:
     return []
 
 
-def _apart(kept: list[Any], value: Any, always: bool = False) -> Any:
-    """``value`` itself when none of its tensors shares memory with the tensors of ``kept``
-    (earlier calls' outputs), else a copy of it (of every tensor with ``always``)."""
-    import torch
-
+def _overlapping(value: Any, kept: list[Any]) -> bool:
+    """Whether a tensor of ``value`` shares memory with a tensor of ``kept``."""
     from kz_core.evaluate.execution import storages_overlap
 
     earlier = [t for item in kept for t in _tensors(item)]
-    if not always and not any(storages_overlap(t, e) for t in _tensors(value) for e in earlier):
+    return any(storages_overlap(t, e) for t in _tensors(value) for e in earlier)
+
+
+def _apart(kept: list[Any], value: Any, always: bool = False) -> Any:
+    """``value`` itself when none of its tensors shares memory with the tensors of ``kept``
+    (earlier calls' outputs), else a copy of it (a copy in any case with ``always``)."""
+    import torch
+
+    if not always and not _overlapping(value, kept):
         return value
 
     def copy(item: Any) -> Any:
@@ -376,9 +381,10 @@ def _op_recorder(names: list[str]) -> Any:
 
 
 def _capture(
-    forward: Callable[..., Any], buffers: list[list[Any]], calls: int, keep: set[int], device: str, ops: list[str] | None
+    forward: Callable[..., Any], buffers: list[list[Any]], calls: int, keep: set[int], device: str, ops: list[str] | None, copy_kept: bool = False
 ) -> tuple[Any, dict[int, Any]]:
-    """A graph of ``calls`` forward calls, call j on ``buffers[j % len(buffers)]``."""
+    """A graph of ``calls`` forward calls, call j on ``buffers[j % len(buffers)]``; the
+    outputs of the calls in ``keep`` are kept (copied, with ``copy_kept``)."""
     import contextlib
 
     import torch
@@ -393,7 +399,7 @@ def _capture(
                 if j in keep:
                     # A buffer the forward keeps and returns every call is copied (the copy
                     # is captured too) so that each kept call's value survives the next.
-                    kept[j] = _apart([kept[i] for i in sorted(kept)], output)
+                    kept[j] = _apart([], output, always=True) if copy_kept else output
                 del output
     except Exception as exc:  # noqa: BLE001 - anything the forward or the capture raised
         kept.clear()
@@ -468,11 +474,20 @@ def _time_graph(
     # compilation and autotuning, cuBLAS workspaces happen here, not in the capture).
     side = torch.cuda.Stream(device=device)
     side.wait_stream(torch.cuda.current_stream(device))
+    # Whether the forward returns memory it keeps (an output buffer allocated once): one
+    # call's output is held until the next returns, so that the allocator cannot hand the
+    # same block to an honest forward's next output.
+    keeps_output = False
     try:
         with torch.cuda.stream(side):
+            previous = None
             for _ in range(2):
                 for inputs in buffers:
-                    forward(*inputs)
+                    output = forward(*inputs)
+                    keeps_output = keeps_output or (previous is not None and _overlapping(output, [previous]))
+                    previous = output
+                    del output
+            del previous
         torch.cuda.current_stream(device).wait_stream(side)
         torch.cuda.synchronize(device)
     except Exception as exc:  # noqa: BLE001 - it ran on the default stream, not on another
@@ -480,7 +495,7 @@ def _time_graph(
         raise GraphUnavailable(f"it failed on a stream other than the default one: {_first_line(exc)}") from exc
 
     ops: list[str] | None = [] if record_ops else None
-    graph, kept = _capture(forward, buffers, 2, {0, 1}, device, ops)
+    graph, kept = _capture(forward, buffers, 2, {0, 1}, device, ops, copy_kept=keeps_output)
     flush = torch.empty(settings.l2_flush_bytes, dtype=torch.uint8, device=device)
     graph.replay()
     torch.cuda.synchronize(device)
@@ -489,7 +504,7 @@ def _time_graph(
     if calls > 2:
         del graph, kept
         buffers += [_clone(buffers[b % 2]) for b in range(2, count)]
-        graph, kept = _capture(forward, buffers, calls, {0, 1, calls - 2, calls - 1}, device, ops)
+        graph, kept = _capture(forward, buffers, calls, {0, 1, calls - 2, calls - 1}, device, ops, copy_kept=keeps_output)
     # The timing inputs go into the captured buffers only now: the forward never saw them.
     for which, values in enumerate(input_sets):
         for b in range(which, count, 2):
