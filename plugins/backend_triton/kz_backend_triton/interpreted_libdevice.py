@@ -153,6 +153,7 @@ def _wrap(name: str, function: Callable[..., Any], kind: str) -> Callable[..., A
         if not tensors:
             raise TypeError(f"libdevice.{name} needs a tensor argument under the interpreter")
         reference = next((t for t in tensors if t.dtype.is_floating()), tensors[0])
+
         def as_torch(array: Any) -> Any:  # half precision is computed in float32 and rounded back
             values = torch.from_numpy(np.ascontiguousarray(array))
             return values.float() if values.dtype == torch.float16 else values
