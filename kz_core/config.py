@@ -136,6 +136,9 @@ class EvalConfig:
     # Candidate worker processes per device; 0: one per CPU core (at most 8) on a CPU,
     # 4 on a GPU.
     workers: int = 0
+    # Candidates in flight at once per device (each takes an executor when it starts, so a
+    # candidate waiting for GPU memory leaves the others going); 0: one more than `workers`.
+    in_flight: int = 0
     # Reference worker processes per device (they run reference modules and baselines;
     # candidate code never runs in them). Each serves one problem, so one per candidate
     # worker lets candidates of different problems go on at once; 0: twice `workers` on a
@@ -636,6 +639,7 @@ RULES: dict[str, dict[str, Any]] = {
         "trials": _at_least(1),
         "timing_method": _one_of("graph", "events"),
         "workers": _at_least(0),
+        "in_flight": _at_least(0),
         "reference_workers": _at_least(0),
         "engine": _one_of("local", "ray"),
         "ray_actors": _at_least(0),

@@ -65,6 +65,7 @@ from kz_core.serialization import from_json_dict
 #: Settings that never change a verdict, left out of journal keys.
 _KEY_EXCLUDED = {
     "workers",
+    "in_flight",
     "reference_workers",
     "cache",
     "scratch_dir",
@@ -244,7 +245,7 @@ class Evaluator:
         # without trusted kernels, outputs no larger than the transfer limit): bounded.
         candidate_settings = attrs.evolve(sandboxed, max_reply_bytes=(2 * int(self.config.plan_constant_mb) + int(self.config.transfer_limit_mb) + 64) << 20)
         self._candidate_pool = WorkerPool(self.device, "candidate", workers, candidate_settings, zygote=self._zygote)
-        self._executor_pool = WorkerPool(self.device, "executor", workers, sandboxed, zygote=self._zygote)
+        self._executor_pool = WorkerPool(self.device, "executor", max(workers, int(getattr(self.config, "in_flight", 0) or 0)), sandboxed, zygote=self._zygote)
         self._gpu = SharedExclusiveLock(self.contention)
         self._memory: MemoryBudget | None = None
         self._memory_lock = threading.Lock()
@@ -424,6 +425,13 @@ class Evaluator:
         """Candidate workers, on every device together."""
         return sum(lane.workers for lane in self.lanes) if self.lanes else self._candidate_pool.size
 
+    @property
+    def in_flight(self) -> int:
+        """Candidates :meth:`evaluate` runs at once, on every device together:
+        ``eval.in_flight`` per device, else one more than the candidate workers."""
+        per_device = int(getattr(self.config, "in_flight", 0) or 0)
+        return per_device * max(1, len(self.lanes)) if per_device else self.workers + 1
+
     # -- public API ---------------------------------------------------------------------
 
     def evaluate(self, candidates: Sequence[Candidate], progress: Callable[[EvalResult], None] | None = None) -> list[EvalResult]:
@@ -435,7 +443,7 @@ class Evaluator:
         candidates = list(candidates)
         results: list[EvalResult | None] = [None] * len(candidates)
         order = self.schedule(candidates)
-        threads = self.workers + 1
+        threads = self.in_flight
         with concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kz-eval") as executor:
             futures = {executor.submit(self.evaluate_one, candidates[i]): i for i in order}
             try:

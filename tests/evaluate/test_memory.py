@@ -329,3 +329,35 @@ def test_a_batch_runs_problems_in_hash_order_with_each_problems_candidates_toget
     assert [candidates[i].problem for i in order] == [p.name for p in by_hash for _ in range(2)]
     assert [candidates[i].sample_id for i in order] == ["0", "1"] * len(problems)
     assert [p.name for p in by_hash] != sorted(p.name for p in problems)  # else this test shows nothing
+
+
+def test_eval_in_flight_runs_that_many_candidates_at_once_with_one_worker():
+    """eval.in_flight: more candidates at once than candidate workers (each holds an
+    executor from its start), so one waiting for GPU memory leaves the others going."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate
+    from kz_core.problems import load_problems
+
+    from .conftest import eval_config
+
+    problems = load_problems("examples").problems
+    candidates = [Candidate(problem=p.name, backend="triton", code="", sample_id="0") for p in problems]
+    for setting, expected, executors in (("eval.in_flight=0", 2, 1), ("eval.in_flight=4", 4, 4)):
+        with Evaluator(problems, eval_config("eval.workers=1", setting)) as evaluator:
+            inside, most, lock, release = [0], [0], threading.Lock(), threading.Event()
+
+            def hold(candidate, inside=inside, most=most, lock=lock, release=release):
+                with lock:
+                    inside[0] += 1
+                    most[0] = max(most[0], inside[0])
+                    if most[0] >= expected:
+                        release.set()
+                release.wait(60)  # until as many as expected are inside (a bound, not a timing)
+                with lock:
+                    inside[0] -= 1
+                return candidate
+
+            evaluator.evaluate_one = hold  # nothing is evaluated: only how many run at once
+            assert evaluator.in_flight == expected and evaluator._executor_pool.size == executors
+            evaluator.evaluate(candidates)
+            assert most[0] == expected
