@@ -704,16 +704,27 @@ class Evaluator:
         finding)`` when the call failed or the reply is malformed (the worker is not)."""
         request = {"op": "load", "candidate": attrs.asdict(candidate), "problem": problem_payload(problem), "init_seed": self.seeds.init}
         deferred_count, build_started = 0, time.perf_counter()
+        made: set[str] = set()
         for _ in range(MAX_BUILD_ROUNDS):
             reply, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile")
             deferred = reply.get("deferred_builds") if isinstance(reply, dict) else None
             if not deferred:
                 break
+            # The same build asked for again once it was made: the worker did not find what
+            # the builder made (the two saw different toolchains), not the candidate's fault.
+            again = [entry for entry in deferred if isinstance(entry, dict) and not entry.get("optional") and _entry_key(entry) in made]
+            if again:
+                return None, Finding(
+                    "not_run",
+                    f"kz's builder made the {again[0].get('backend')} build this candidate deferred, but its worker did not find it: the two "
+                    "processes described the toolchain differently (e.g. nvcc did not answer in one of them); not the candidate's fault, evaluate it again",
+                )
             # Builds the candidate's backend defers to kz's trusted builder (shared between
             # candidates: kz_core/evaluate/builds.py); then the same candidate loads again.
             built = self._build_deferred(deferred)
             if built is not None:
                 return None, built
+            made.update(_entry_key(entry) for entry in deferred if isinstance(entry, dict))
             deferred_count += len(deferred)
         else:
             return None, Finding("compile_error", f"the candidate deferred builds in {MAX_BUILD_ROUNDS} loads in a row and never loaded")
@@ -1213,6 +1224,11 @@ def ran_out_of_gpu_memory(result: EvalResult) -> bool:
 
 #: Findings an executor (trusted) may name for a failed replay.
 EXECUTOR_CHECKS = frozenset({"kernel_not_in_source", "not_replayable"})
+
+
+def _entry_key(entry: dict[str, Any]) -> str:
+    """A deferred build's identity within one load: its backend and arguments."""
+    return json.dumps([entry.get("backend"), entry.get("arguments")], sort_keys=True, default=repr)
 
 
 def _executor_call(worker: WorkerProcess, request: dict[str, Any], timeout: float, stage: str) -> tuple[dict[str, Any] | None, Finding | None]:

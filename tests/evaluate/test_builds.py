@@ -109,3 +109,22 @@ _plant()
     assert result.verdict is Verdict.CORRECT, result.message  # it only failed to plant
     shared = tmp_path / "cache" / "builds"
     assert shared.is_dir() and not any(Path(root, name).name == "kz-build.json" for root, _, names in os.walk(shared) for name in names)
+
+
+def test_a_build_deferred_again_once_made_is_not_the_candidates_fault(monkeypatch):
+    """Written against the version before: when the candidate's worker did not find what
+    kz's builder had just made (on a busy machine, `nvcc --version` gave no answer in one
+    of the two processes, so their build keys differed), the candidate loaded six times
+    and was failed with a compile_error."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate import evaluator as evaluator_module
+
+    entry = {"backend": "cuda_inline", "arguments": {"name": "ext", "cuda_sources": ["..."]}}
+    loads, builds = [], []
+    monkeypatch.setattr(evaluator_module, "call_worker", lambda worker, request, timeout, stage: (loads.append(request["op"]) or {"deferred_builds": [entry]}, None))
+    problem = Problem("1_vector_add", (REPO / "examples" / "problems" / "1_vector_add.py").read_text())
+    with Evaluator([problem], eval_config("eval.workers=1")) as evaluator:
+        monkeypatch.setattr(evaluator, "_build_deferred", lambda entries: builds.append(entries) or None)
+        reply, finding = evaluator._load(None, Candidate("1_vector_add", "cuda_inline", "", "again"), problem)
+    assert reply is None and finding.check == "not_run" and "not the candidate's fault" in finding.message
+    assert loads == ["load", "load"] and len(builds) == 1  # built once, then the repeat is seen

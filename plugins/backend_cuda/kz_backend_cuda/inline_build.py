@@ -49,7 +49,6 @@ built library, nothing else.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -215,15 +214,27 @@ def find_cuda_home() -> str:
     return ""
 
 
-@functools.cache
+_NVCC_RELEASES: dict[str, str] = {}
+
+
 def nvcc_release(cuda_home: str) -> str:
-    """``13.0`` from ``nvcc --version`` (empty when it does not answer)."""
-    try:
-        output = subprocess.run([os.path.join(cuda_home, "bin", "nvcc"), "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    match = re.search(r"release (\d+\.\d+)", output)
-    return match.group(1) if match else ""
+    """``13.0`` from ``nvcc --version`` (empty when it does not answer), asked up to three
+    times and remembered once it answers: the release is part of every build's key, and a
+    candidate worker that got no answer on a busy machine (a fork refused, a timeout) would
+    look for kz's builds under another key than the builder made them."""
+    if cuda_home in _NVCC_RELEASES:
+        return _NVCC_RELEASES[cuda_home]
+    for attempt in range(3):
+        try:
+            output = subprocess.run([os.path.join(cuda_home, "bin", "nvcc"), "--version"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            output = ""
+        match = re.search(r"release (\d+\.\d+)", output)
+        if match:
+            _NVCC_RELEASES[cuda_home] = match.group(1)
+            return match.group(1)
+        time.sleep(0.5 * (attempt + 1))
+    return ""
 
 
 def arch_list(device: str) -> str:
