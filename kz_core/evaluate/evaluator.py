@@ -245,7 +245,7 @@ class Evaluator:
         # without trusted kernels, outputs no larger than the transfer limit): bounded.
         candidate_settings = attrs.evolve(sandboxed, max_reply_bytes=(2 * int(self.config.plan_constant_mb) + int(self.config.transfer_limit_mb) + 64) << 20)
         self._candidate_pool = WorkerPool(self.device, "candidate", workers, candidate_settings, zygote=self._zygote)
-        self._executor_pool = WorkerPool(self.device, "executor", max(workers, int(getattr(self.config, "in_flight", 0) or 0)), sandboxed, zygote=self._zygote)
+        self._executor_pool = WorkerPool(self.device, "executor", max(workers, int(self.config.in_flight)), sandboxed, zygote=self._zygote)
         self._gpu = SharedExclusiveLock(self.contention)
         self._memory: MemoryBudget | None = None
         self._memory_lock = threading.Lock()
@@ -429,7 +429,7 @@ class Evaluator:
     def in_flight(self) -> int:
         """Candidates :meth:`evaluate` runs at once, on every device together:
         ``eval.in_flight`` per device, else one more than the candidate workers."""
-        per_device = int(getattr(self.config, "in_flight", 0) or 0)
+        per_device = int(self.config.in_flight)
         return per_device * max(1, len(self.lanes)) if per_device else self.workers + 1
 
     # -- public API ---------------------------------------------------------------------

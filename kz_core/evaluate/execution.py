@@ -163,6 +163,17 @@ def storages_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a_start < b_end and b_start < a_end
 
 
+def tensor_leaves(value: Any) -> list[torch.Tensor]:
+    """The tensors in ``value``, through lists, tuples and dicts."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in tensor_leaves(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in tensor_leaves(item)]
+    return []
+
+
 def apart_from(leaves: list[Any], kept: list[Any]) -> list[Any]:
     """``leaves`` with each tensor that shares memory with one of ``kept`` (tensors that
     outlive the call: the module's own, an earlier call's outputs) replaced by a copy.

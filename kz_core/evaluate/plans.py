@@ -196,7 +196,7 @@ def validate_plan(plan: Any, backend: str, constants: int) -> dict[str, Any]:
 # -- replay (in the trusted executor) ----------------------------------------------------
 
 #: aten ops that move, view or allocate memory without computing.
-from kz_core.evaluate.execution import NON_COMPUTE_OPS  # noqa: E402
+from kz_core.evaluate.execution import NON_COMPUTE_OPS, tensor_leaves  # noqa: E402
 
 #: Ops that overwrite their first argument entirely when it covers its storage.
 _OVERWRITING = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_"})
@@ -335,14 +335,7 @@ class Replay:
         writer: dict[int, str] = {}
         input_storages = {_storage_id(x) for x in inputs if isinstance(x, torch.Tensor)}
 
-        def tensors(value: Any) -> list[torch.Tensor]:
-            if isinstance(value, torch.Tensor):
-                return [value]
-            if isinstance(value, (list, tuple)):
-                return [t for item in value for t in tensors(item)]
-            if isinstance(value, dict):
-                return [t for item in value.values() for t in tensors(item)]
-            return []
+        tensors = tensor_leaves
 
         for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
             args = self._decode(step["args"], env)

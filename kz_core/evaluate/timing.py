@@ -191,48 +191,30 @@ def time_forward(
         # one more call per set, untimed, each output copied before the next call.
         outputs = []
         for which, seed in enumerate(seeds):
-            outputs.append((seed, _apart([], forward(*input_sets[which]), always=True)))
+            outputs.append((seed, _copied(forward(*input_sets[which]))))
     return Timed(stats, outputs, dirty=dirty)
-
-
-def _tensors(value: Any) -> list[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors(item)]
-    return []
 
 
 def _overlapping(value: Any, kept: list[Any]) -> bool:
     """Whether a tensor of ``value`` shares memory with a tensor of ``kept``."""
-    from kz_core.evaluate.execution import storages_overlap
+    from kz_core.evaluate.execution import storages_overlap, tensor_leaves
 
-    earlier = [t for item in kept for t in _tensors(item)]
-    return any(storages_overlap(t, e) for t in _tensors(value) for e in earlier)
+    earlier = [t for item in kept for t in tensor_leaves(item)]
+    return any(storages_overlap(t, e) for t in tensor_leaves(value) for e in earlier)
 
 
-def _apart(kept: list[Any], value: Any, always: bool = False) -> Any:
-    """``value`` itself when none of its tensors shares memory with the tensors of ``kept``
-    (earlier calls' outputs), else a copy of it (a copy in any case with ``always``)."""
+def _copied(value: Any) -> Any:
+    """``value`` with every tensor in it (through lists, tuples and dicts) copied: what a
+    forward returned, kept apart from a buffer it rewrites on its next call."""
     import torch
 
-    if not always and not _overlapping(value, kept):
-        return value
-
-    def copy(item: Any) -> Any:
-        if isinstance(item, torch.Tensor):
-            return item.clone()
-        if isinstance(item, (list, tuple)):
-            return type(item)(copy(x) for x in item)
-        if isinstance(item, dict):
-            return {k: copy(v) for k, v in item.items()}
-        return item
-
-    return copy(value)
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(x) for x in value)
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    return value
 
 
 def plan_replay(pair_ms: float, set_bytes: int, settings: TimingSettings) -> tuple[int, int]:
@@ -399,7 +381,7 @@ def _capture(
                 if j in keep:
                     # A buffer the forward keeps and returns every call is copied (the copy
                     # is captured too) so that each kept call's value survives the next.
-                    kept[j] = _apart([], output, always=True) if copy_kept else output
+                    kept[j] = _copied(output) if copy_kept else output
                 del output
     except Exception as exc:  # noqa: BLE001 - anything the forward or the capture raised
         kept.clear()
