@@ -80,9 +80,10 @@ def wrapping_candidate(problem_code: str) -> str:
     return renamed + COPY_KERNEL
 
 
-def kernelbench_problems(path: str, level: int) -> list[Any]:
+def kernelbench_problems(path: str, level: int, ids: str = "") -> list[Any]:
     """The problems of ``level`` in ``path`` (any problem source kz reads: KernelBench's
-    JSONL, a folder such as ``examples``); level 0: every problem, whatever its level."""
+    JSONL, a folder such as ``examples``); level 0: every problem, whatever its level;
+    ``ids``: only these problem ids, numbers and ranges (e.g. ``1-18,95``)."""
     from kz_core.problems import load_problems
 
-    return list(load_problems(path, level=level or None).problems)
+    return list(load_problems(path, level=level or None, ids=ids).problems)

@@ -51,12 +51,7 @@ def main() -> None:
     from kz_core.evaluate import Evaluator
     from kz_core.model import Candidate
 
-    problems = kernelbench_problems(args.problems, args.level)
-    if args.ids:
-        from kz_core.problems import parse_ids
-
-        wanted = parse_ids(args.ids)
-        problems = [p for p in problems if p.problem_id in wanted]
+    problems = kernelbench_problems(args.problems, args.level, args.ids)
     if args.limit:
         problems = problems[: args.limit]
     if not problems:
