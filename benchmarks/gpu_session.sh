@@ -46,10 +46,24 @@ stage() {  # stage NAME COMMAND...: run one stage, log to $OUT/NAME.log, never s
   local started=$SECONDS
   "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
-  # A stage killed by its time limit may leave evaluation workers behind: end them.
-  grep -l KZ_WORKER_MARKER= /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | xargs -r kill -9 2>/dev/null
+  # A stage killed by its time limit may leave evaluation workers behind: end them (not
+  # while other stages run beside this one: `together` ends them once all are done).
+  [ -n "${KZ_TOGETHER:-}" ] || reap
   echo "== $name: rc=$rc in $((SECONDS - started)) s" | tee -a "$OUT/stages.txt"
   tail -n 25 "$OUT/$name.log"
+}
+
+reap() { grep -l KZ_WORKER_MARKER= /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | xargs -r kill -9 2>/dev/null; }
+
+arms() {  # arms STAGE-FUNCTION ARM...: one stage per arm, side by side when KZ_ARMS_TOGETHER=1 (the GPU and
+  # the cores shared: a step takes longer, the arms' budgets stay equal), else one after another
+  local run=$1; shift
+  if [ "${KZ_ARMS_TOGETHER:-0}" = 1 ]; then
+    for arm in "$@"; do KZ_TOGETHER=1 "$run" "$arm" & sleep 2; done
+    wait; reap
+  else
+    for arm in "$@"; do "$run" "$arm"; done
+  fi
 }
 
 setup() {
@@ -95,6 +109,24 @@ curve_point() {  # curve_point LABEL OVERRIDE...: the model's overrides (policy.
     --heldout "$SYNTH/synth.heldout-problems.jsonl" --synth "$SYNTH/synth.jsonl" --kb .kb/problems.jsonl --limit "${KZ_CURVE_LIMIT:-32}" \
     ${KZ_INDIST:+--indist "$KZ_INDIST"} \
     "${CURVE_OPTS[@]}" "$@"
+}
+
+ablate_reward() {  # one arm of the reward ablation: cagrpo, speed_always or correctness_only
+  local arm=$1 option
+  case $arm in cagrpo) option=reward.tau=0.5 ;; speed_always) option=reward.tau=0 ;; correctness_only) option=reward.speed_weight=0 ;;
+    *) echo "unknown reward arm $arm" >&2; return 2 ;; esac
+  stage "ablate_$arm" timeout "${KZ_ABLATE_S:-300}" $PY -m kz_core.cli train coder --preset h200 --problems "$SYNTH/synth.train-problems.jsonl" \
+    run.root="$RUNS" run.name="ablate-$arm" problems.ids="${KZ_GRPO_IDS:-1-64}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" \
+    train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 train.save_steps=2 run.seed=1 ${KZ_ABLATE_SET:-} "$option"
+}
+
+ablate_frontier() {  # one arm of the frontier ablation: beta (the frontier) or uniform
+  local arm=$1 from=()
+  if [ -n "${KZ_FRONTIER_FROM:-}" ] && [ -d "$RUNS/$KZ_FRONTIER_FROM" ]; then read -ra from <<< "$(latest_model "$KZ_FRONTIER_FROM")"; else from=("${SFT_OPTS[@]}"); fi
+  stage "ablate_frontier_$arm" timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" problems.ids=1-8 \
+    run.root="$RUNS" run.name="ablate-frontier-$arm" frontier.name="$arm" "${from[@]}" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" train.max_completion_length=640 \
+    coevolve.rounds=1 coevolve.proposer_steps=1 coevolve.coder_steps=2 coevolve.modules_per_round=8 coevolve.frontier_k=2 \
+    coevolve.heldout_source="$SYNTH/synth.heldout-problems.jsonl" coevolve.heldout_ids=1-4 coevolve.heldout_samples=2 run.seed=1 ${KZ_ABLATE_SET:-}
 }
 
 grpo_ids() {  # the problems `select` kept, when it ran (else KZ_GRPO_IDS, else 1-64)
@@ -177,7 +209,7 @@ for what in "$@"; do
     sft)
       stage sft timeout "${KZ_SFT_S:-240}" $PY -m kz_core.cli train sft --data "$SYNTH/synth.jsonl" --role both run.root="$RUNS" run.name=curve-sft \
         "${CURVE_OPTS[@]}" 'sft.backends=[triton]' sft.num_train_epochs="${KZ_SFT_EPOCHS:-3}" sft.per_device_train_batch_size=16 \
-        sft.learning_rate=3e-4 sft.max_length=2048 sft.save_steps=200 ;;
+        sft.learning_rate=3e-4 sft.max_length=2048 sft.save_steps=200 ${KZ_SFT_SET:-} ;;
     curve-sft) curve_point sft "${SFT_OPTS[@]}" ;;
     select)  # training problems the SFT model solves sometimes: GRPO's signal. Judged on the GPU, correctness
       # only: the image's Triton 3.6 interpreter fails on loops with a runtime bound under its NumPy 2.5.
@@ -193,19 +225,15 @@ for what in "$@"; do
     ablate-reward)  # issue 16's reward ablations from the SFT model, same problems, steps and seed
       grpo_ids
       # (the `grpo` stage is the CA-GRPO arm with the same settings: KZ_ABLATE_ARMS="speed_always correctness_only")
-      for arm in ${KZ_ABLATE_ARMS:-cagrpo speed_always correctness_only}; do
-        case $arm in cagrpo) arm="cagrpo:reward.tau=0.5" ;; speed_always) arm="speed_always:reward.tau=0" ;; correctness_only) arm="correctness_only:reward.speed_weight=0" ;; esac
-        stage "ablate_${arm%%:*}" timeout "${KZ_ABLATE_S:-300}" $PY -m kz_core.cli train coder --preset h200 --problems "$SYNTH/synth.train-problems.jsonl" \
-          run.root="$RUNS" run.name="ablate-${arm%%:*}" problems.ids="${KZ_GRPO_IDS:-1-64}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" \
-          train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 run.seed=1 "${arm#*:}"
-      done ;;
-    ablate-frontier)  # the frontier against modules drawn uniformly, one co-evolution round each
-      for arm in beta uniform; do
-        stage "ablate_frontier_$arm" timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" problems.ids=1-8 \
-          run.root="$RUNS" run.name="ablate-frontier-$arm" frontier.name="$arm" $(latest_model curve-grpo) "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" train.max_completion_length=640 \
-          coevolve.rounds=1 coevolve.proposer_steps=1 coevolve.coder_steps=2 coevolve.modules_per_round=8 coevolve.frontier_k=2 \
-          coevolve.heldout_source="$SYNTH/synth.heldout-problems.jsonl" coevolve.heldout_ids=1-4 coevolve.heldout_samples=2
-      done ;;
+      arms ablate_reward ${KZ_ABLATE_ARMS:-cagrpo speed_always correctness_only} ;;
+    ablate-all)  # both ablations' five arms side by side (one call): reward arms and frontier arms
+      grpo_ids
+      for arm in ${KZ_ABLATE_ARMS:-cagrpo speed_always correctness_only}; do KZ_TOGETHER=1 ablate_reward "$arm" & sleep 2; done
+      for arm in beta uniform; do KZ_TOGETHER=1 ablate_frontier "$arm" & sleep 2; done
+      wait; reap ;;
+    ablate-frontier)  # the frontier against modules drawn uniformly, one co-evolution round each, from
+      # the CA-GRPO run's model (KZ_FRONTIER_FROM=curve-grpo, ablate-cagrpo, ...) or else the SFT model
+      arms ablate_frontier beta uniform ;;
     coevolve-round)
       stage coevolve_round timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" problems.ids=1-8 \
         run.root="$RUNS" run.name=curve-coevolve $(latest_model curve-grpo) "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" train.max_completion_length=640 \
