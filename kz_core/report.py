@@ -216,6 +216,15 @@ def make_plots(run: RunData, folder: Path) -> dict[str, Path]:
         path = folder / f"{phase}_reward.png"
         _save(plt, figure, axes, path, f"{phase.capitalize()}: reward and correctness per step", "training step")
         plots[f"{phase.capitalize()}: reward and correctness per step"] = path
+    coder_speed = [s for s in run.steps if s["phase"] == "coder" and s.get("speedup_geomean")]
+    if coder_speed:
+        plt, figure, axes = _figure()
+        _plot(axes, *_series(coder_speed, "speedup_geomean"), "speedup of the correct (geometric mean)")
+        _plot(axes, *_series(coder_speed, "fast_1"), "fast_1: correct and faster than the baseline")
+        axes.axhline(1.0, color="grey", linewidth=0.8)
+        path = folder / "speed.png"
+        _save(plt, figure, axes, path, "Coder: speed per step (against reward.speed_baseline)", "training step")
+        plots["Coder: speed per step"] = path
     coder = [s for s in run.steps if s["phase"] == "coder" and s.get("groups")]
     if coder:
         plt, figure, axes = _figure()
@@ -267,6 +276,8 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
                 rows.append((f"{phase} reward (last step)", f"{last['reward']:.3f}"))
             if isinstance(last.get("correct_rate"), (int, float)):
                 rows.append((f"{phase} correctness (last step)", f"{last['correct_rate']:.1%}"))
+            if isinstance(last.get("speedup_geomean"), (int, float)):
+                rows.append((f"{phase} speedup of the correct (last step)", f"{last['speedup_geomean']:.2f}x"))
     if run.rounds:
         last = run.rounds[-1]
         rows.append(("rounds", str(len(run.rounds))))
@@ -379,5 +390,75 @@ def write_report(run_dir: Path) -> Path:
         parts.append(f"<p>Not in this run: {html.escape(', '.join(missing))} (co-evolution rounds write them).</p>")
     parts.append("</body></html>")
     page = folder / "index.html"
+    page.write_text("\n".join(parts), encoding="utf-8")
+    return page
+
+
+#: What a comparison of runs (``kz report RUN RUN ...``) plots per Coder step, one line per run.
+COMPARED = (
+    ("reward", "reward", "Coder reward per step"),
+    ("correct_rate", "correctness rate", "Coder correctness per step"),
+    ("speedup_geomean", "speedup of the correct (geometric mean)", "Coder speedup of the correct per step"),
+    ("fast_1", "fast_1", "Coder fast_1 per step (correct and faster than the baseline)"),
+)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def compare_rows(runs: list[RunData]) -> list[dict[str, Any]]:
+    """One row per run for a comparison: its Coder steps, the first and last step's
+    correctness and speed, and their means over the steps (a run's name is its folder's)."""
+    rows = []
+    for run in runs:
+        steps = [s for s in run.steps if s["phase"] == "coder"]
+        row: dict[str, Any] = {"run": Path(run.run_dir).name, "steps": len(steps)}
+        for key, _, _ in COMPARED:
+            values = [float(s[key]) for s in steps if isinstance(s.get(key), (int, float)) and not isinstance(s.get(key), bool)]
+            row[f"{key} first"] = values[0] if values else None
+            row[f"{key} last"] = values[-1] if values else None
+            row[f"{key} mean"] = _mean(values)
+        heldout = run.rounds[-1].get("heldout", {}) if run.rounds else {}
+        row["held-out pass@1"] = heldout.get("pass@1")
+        rows.append(row)
+    return rows
+
+
+def write_comparison(run_dirs: list[Path], out: Path) -> Path:
+    """Write ``out/index.html``: the runs' Coder steps overlaid (reward, correctness, speed,
+    fast_1; a line per run) and a table of each run's first, last and mean values. Returns
+    the page's path. For ablations: runs that differ in one setting, same steps and seed."""
+    runs = [load_run(Path(d)) for d in run_dirs]
+    out.mkdir(parents=True, exist_ok=True)
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>kz runs compared</title>",
+        "<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}table{border-collapse:collapse}"
+        "td{border:1px solid #ccc;padding:4px 8px}img{max-width:100%;display:block;margin:1em 0}</style></head><body>",
+        "<h1>kz runs compared</h1><ul>" + "".join(f"<li>{html.escape(str(Path(r.run_dir).resolve()))}</li>" for r in runs) + "</ul>",
+    ]
+    rows = compare_rows(runs)
+    columns = list(rows[0]) if rows else []
+
+    def cell(value: Any) -> str:
+        return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else html.escape(str(value))
+
+    parts.append("<table><tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in columns) + "</tr>"
+                 + "".join("<tr>" + "".join(f"<td>{cell(r[c])}</td>" for c in columns) + "</tr>" for r in rows) + "</table>")
+    for key, label, title in COMPARED:
+        plt, figure, axes = _figure()
+        for run in runs:
+            xs, ys = _series([s for s in run.steps if s["phase"] == "coder"], key)
+            if xs:
+                _plot(axes, xs, ys, f"{Path(run.run_dir).name}: {label}")
+        if not axes.get_lines():
+            plt.close(figure)
+            parts.append(f"<p>{html.escape(title)}: no run recorded it.</p>")
+            continue
+        path = out / f"compare_{key}.png"
+        _save(plt, figure, axes, path, title, "training step")
+        parts.append(f"<h2>{html.escape(title)}</h2><img src='{path.name}' alt='{html.escape(title)}'>")
+    parts.append("</body></html>")
+    page = out / "index.html"
     page.write_text("\n".join(parts), encoding="utf-8")
     return page

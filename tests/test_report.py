@@ -140,3 +140,31 @@ def test_a_run_that_learns_is_not_called_flat(run_dir):
     from kz_core.report import explain
 
     assert not any("did not change" in line for line in explain(load_run(run_dir)))
+
+
+def test_runs_compared_side_by_side(tmp_path):
+    """kz report RUN_A RUN_B: each run's page, and a comparison page whose table holds
+    each run's first and last correctness and speed (what an ablation reads) and whose
+    plots overlay the runs, a line per run."""
+    arms = {"cagrpo": (0.5, 0.75, 1.1, 1.4), "correctness_only": (0.5, 0.875, 1.1, 1.0)}
+    for name, (first, last, fast_first, fast_last) in arms.items():
+        rows = [step(1, first), step(2, last)]
+        rows[0].update(speedup_geomean=fast_first, fast_1=0.25, speed_measured=True)
+        rows[1].update(speedup_geomean=fast_last, fast_1=0.5, speed_measured=True)
+        write_lines(tmp_path / name / "metrics.jsonl", rows)
+    completed = subprocess.run(
+        [sys.executable, "-m", "kz_core.cli", "report", str(tmp_path / "cagrpo"), str(tmp_path / "correctness_only"), "--json"],
+        capture_output=True, text=True,
+    )
+    assert completed.returncode == 0, completed.stderr
+    reply = json.loads(completed.stdout)
+    by_run = {row["run"]: row for row in reply["runs"]}
+    assert by_run["cagrpo"]["correct_rate last"] == 0.75 and by_run["correctness_only"]["correct_rate last"] == 0.875
+    assert by_run["cagrpo"]["speedup_geomean last"] == 1.4 and by_run["correctness_only"]["speedup_geomean mean"] == pytest.approx(1.05)
+    page = Path(reply["report"])
+    assert page == tmp_path / "compare" / "index.html"
+    text = page.read_text()
+    for key in ("reward", "correct_rate", "speedup_geomean", "fast_1"):
+        assert f"compare_{key}.png" in text and (page.parent / f"compare_{key}.png").stat().st_size > 0
+    assert (tmp_path / "cagrpo" / "report" / "speed.png").is_file()
+    assert "speedup of the correct (last step)" in json.dumps(summary_rows(load_run(tmp_path / "cagrpo")))

@@ -43,11 +43,21 @@ def print_explanation(run) -> None:
 
 @click.command(name="report")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("more_runs", nargs=-1, type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary, the explanation and the page's path as JSON.")
-def report_command(run_dir: str, as_json: bool) -> None:
-    """Write RUN_DIR/report/index.html (plots of rewards, gate, pool, frontier, held-out)."""
+@click.option("--out", "out", type=click.Path(file_okay=False), default=None, help="With several runs: the comparison's folder (default: compare/ beside the first run).")
+def report_command(run_dir: str, more_runs: tuple[str, ...], as_json: bool, out: str | None) -> None:
+    """Write RUN_DIR/report/index.html (plots of rewards, gate, pool, frontier, held-out).
+
+    With several runs (kz report RUN_A RUN_B ...): each run's own page, and a comparison
+    page that overlays their Coder steps (reward, correctness, speed) with a table of each
+    run's first, last and mean values, for ablations."""
     from kz_core.cli import stderr
     from kz_core.report import load_run, write_report
+
+    if more_runs:
+        _compare([run_dir, *more_runs], out, as_json)
+        return
 
     page = write_report(Path(run_dir))
     run = load_run(Path(run_dir))
@@ -56,6 +66,28 @@ def report_command(run_dir: str, as_json: bool) -> None:
         return
     print_summary(run)
     print_explanation(run)
+    stderr.print(f"report: {page}", highlight=False)
+
+
+def _compare(run_dirs: list[str], out: str | None, as_json: bool) -> None:
+    from kz_core.cli import stderr, stdout
+    from kz_core.report import compare_rows, load_run, write_comparison, write_report
+
+    for run_dir in run_dirs:
+        write_report(Path(run_dir))
+    folder = Path(out) if out else Path(run_dirs[0]).resolve().parent / "compare"
+    page = write_comparison([Path(d) for d in run_dirs], folder)
+    rows = compare_rows([load_run(Path(d)) for d in run_dirs])
+    if as_json:
+        click.echo(json.dumps({"runs": rows, "report": str(page)}, indent=2))
+        return
+    columns = ("run", "steps", "correct_rate first", "correct_rate last", "speedup_geomean first", "speedup_geomean last", "reward mean", "held-out pass@1")
+    table = Table(title="kz runs compared (Coder steps)")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "run" else "right")
+    for row in rows:
+        table.add_row(*("-" if row[c] is None else f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c]) for c in columns))
+    stdout.print(table)
     stderr.print(f"report: {page}", highlight=False)
 
 

@@ -20,6 +20,7 @@ in whichever process calls it.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -129,6 +130,7 @@ class CoderReward:
             "verdicts": dict(Counter(r.verdict.value for r in results)),
             "reward_wait_s": waited,
             "speed_measured": any(r.speedups for r in results),
+            **_speed_record(results, self.config.reward.speed_baseline),
         }
         self.step_log.append(entry)
         log_metric = kwargs.get("log_metric")
@@ -162,4 +164,32 @@ class CoderReward:
             "verdicts": dict(verdicts),
             "reward_wait_s": max((record.get("reward_wait_s", 0.0) for record in records), default=0.0),
             "speed_measured": any(record.get("speed_measured") for record in records),
+            **_merged_speed(records),
         }
+
+
+def _speed_record(results: Sequence[EvalResult], baseline: str) -> dict[str, Any]:
+    """A step's speed, against ``baseline`` (``reward.speed_baseline``): the geometric mean
+    speedup of its correct results that have one (``speedup_geomean``, None when none has),
+    how many those were (``speedup_count``), and ``fast_1``, the share of all its results
+    that are correct and faster than the baseline (None when no speed was measured, as on
+    a CPU, where 0 would read as "all slower")."""
+    logs = [math.log(r.speedups[baseline]) for r in results if r.correct and (r.speedups or {}).get(baseline, 0.0) > 0.0]
+    return {
+        "speedup_geomean": math.exp(sum(logs) / len(logs)) if logs else None,
+        "speedup_count": len(logs),
+        "fast_1": sum(value > 0.0 for value in logs) / len(results) if logs and results else None,
+    }
+
+
+def _merged_speed(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`_speed_record` of a batch from its parts' records: log-means weighted by their
+    counts, ``fast_1`` over every part's completions (a part without a fast result adds none)."""
+    measured = [r for r in records if r.get("speedup_count") and r.get("speedup_geomean")]
+    count = sum(r["speedup_count"] for r in measured)
+    completions = sum(sum((r.get("verdicts") or {}).values()) for r in records) if measured else 0
+    return {
+        "speedup_geomean": math.exp(sum(r["speedup_count"] * math.log(r["speedup_geomean"]) for r in measured) / count) if count else None,
+        "speedup_count": count,
+        "fast_1": sum((r.get("fast_1") or 0.0) * sum((r.get("verdicts") or {}).values()) for r in measured) / completions if completions else None,
+    }

@@ -145,10 +145,13 @@ def _coder_line(record: dict[str, Any]) -> tuple[dict[str, Any], str]:
         "groups": record.get("groups"),
         "verdicts": record.get("verdicts"),
         "speed_measured": record.get("speed_measured"),
+        "speedup_geomean": record.get("speedup_geomean"),
+        "fast_1": record.get("fast_1"),
     }
+    speed = line["speedup_geomean"]
     message = "correct {:.0%} gate open {}/{}{}".format(
         line["correct_rate"] or 0.0, line["gate_open_groups"], line["groups"],
-        "" if line["speed_measured"] else " (speed not measured: the speed term is 0)",
+        f" speedup {speed:.2f}x (geometric mean of the correct)" if speed else "" if line["speed_measured"] else " (speed not measured: the speed term is 0)",
     )
     return line, message
 

@@ -116,8 +116,9 @@ def test_merged_records_of_two_processes_are_the_record_of_the_whole_batch():
         "a": [_result("a", Verdict.CORRECT), _result("a", Verdict.CORRECT)],
         "b": [_result("b", Verdict.INCORRECT), _result("b", Verdict.FORMAT_ERROR)],
         "c": [_result("c", Verdict.CORRECT, {"eager": 1.5}), _result("c", Verdict.TIMEOUT)],
+        "d": [_result("d", Verdict.CORRECT, {"eager": 0.5}), _result("d", Verdict.INCORRECT, {"eager": 9.0})],
     }
-    rewards = {"a": [1.0, 1.0], "b": [0.0, -1.0], "c": [2.5, 0.0]}
+    rewards = {"a": [1.0, 1.0], "b": [0.0, -1.0], "c": [2.5, 0.0], "d": [0.5, 0.0]}
 
     def record(names: list[str], waited: float) -> dict:
         reward = CoderReward([], config)
@@ -125,13 +126,17 @@ def test_merged_records_of_two_processes_are_the_record_of_the_whole_batch():
         reward._record(problems, [r for name in names for r in batch[name]], [x for name in names for x in rewards[name]], waited, {})
         return reward.step_log[-1]
 
-    whole = record(["a", "b", "c"], 3.0)
-    merged = CoderReward.merge_step_records([record(["a"], 1.0), record(["b", "c"], 3.0)])
-    for key in ("reward_mean", "correct_rate"):
-        assert merged[key] == pytest.approx(whole[key])
-    for key in ("gate_open_groups", "groups", "verdicts", "speed_measured", "reward_wait_s"):
+    whole = record(["a", "b", "c", "d"], 3.0)
+    merged = CoderReward.merge_step_records([record(["a"], 1.0), record(["b", "c"], 3.0), record(["d"], 2.0)])
+    for key in ("reward_mean", "correct_rate", "speedup_geomean", "fast_1"):
+        assert merged[key] == pytest.approx(whole[key]), key
+    for key in ("gate_open_groups", "groups", "verdicts", "speed_measured", "reward_wait_s", "speedup_count"):
         assert merged[key] == whole[key], key
-    assert merged["gate_open_groups"] == 2 and merged["verdicts"]["correct"] == 3
+    assert merged["gate_open_groups"] == 3 and merged["verdicts"]["correct"] == 4
+    # The speed of the correct results only (the incorrect 9x counts for nothing): 1.5 and 0.5.
+    assert whole["speedup_geomean"] == pytest.approx((1.5 * 0.5) ** 0.5) and whole["speedup_count"] == 2
+    assert whole["fast_1"] == pytest.approx(1 / 8)
+    assert record(["a", "b"], 1.0)["speedup_geomean"] is None and record(["a", "b"], 1.0)["fast_1"] is None
     # A process that has judged nothing yet weighs nothing; nothing judged anywhere: no rates.
     assert CoderReward.merge_step_records([whole, {}])["correct_rate"] == pytest.approx(whole["correct_rate"])
     assert CoderReward.merge_step_records([{}, {}])["correct_rate"] is None
