@@ -347,6 +347,7 @@ def global_flags() -> dict[str, Any]:
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "grad_enabled": torch.is_grad_enabled(),
         "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
         "num_threads": torch.get_num_threads(),
     }
     flags["cuda.matmul.allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
@@ -370,7 +371,11 @@ def restore_flags(flags: dict[str, Any]) -> None:
     torch.set_default_dtype(getattr(torch, flags["default_dtype"].removeprefix("torch.")))
     torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
     torch.set_grad_enabled(flags["grad_enabled"])
-    torch.use_deterministic_algorithms(flags["deterministic"])
+    # Only when changed: torch.use_deterministic_algorithms imports torch._inductor (and
+    # Dynamo with it), 2.5-4 s of CPU in every fresh worker that would call it.
+    deterministic = (flags["deterministic"], flags.get("deterministic_warn_only", False))
+    if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) != deterministic:
+        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
     torch.set_num_threads(flags["num_threads"])
     torch.backends.cuda.matmul.allow_tf32 = flags["cuda.matmul.allow_tf32"]
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = flags["cuda.matmul.allow_fp16_reduced_precision_reduction"]
@@ -439,8 +444,26 @@ def _start_session() -> None:
     if any(recording.on_gpu for recording in _open_recordings):
         activities.append(ProfilerActivity.CUDA)
     session = profile(activities=activities)
-    session.__enter__()
+    with _inductor_not_imported():
+        session.__enter__()
     _session.append(session)
+
+
+@contextlib.contextmanager
+def _inductor_not_imported() -> Iterator[None]:
+    """While torch.profiler starts: ``hasattr(torch, "_inductor")`` (its check for Inductor's
+    CUDA graphs) imports torch._inductor, and Dynamo with it, through torch's lazy
+    submodules: 2.4-4 s of CPU in every fresh worker that profiles. Where Inductor is not
+    imported nothing of it can run, so the check is answered "no" without importing it."""
+    lazy = getattr(torch, "_lazy_modules", None)
+    hide = isinstance(lazy, set) and "_inductor" in lazy and "torch._inductor" not in sys.modules
+    if hide:
+        lazy.discard("_inductor")
+    try:
+        yield
+    finally:
+        if hide:
+            lazy.add("_inductor")
 
 
 def _stop_session() -> None:

@@ -99,6 +99,40 @@ def test_a_wrapper_of_the_current_stream_is_not_a_created_stream(monkeypatch):
     assert not is_current_stream(object())  # not a stream at all: counted, to be safe
 
 
+def test_profiling_and_restoring_flags_do_not_import_dynamo(tmp_path):
+    """torch.profiler's start asks hasattr(torch, "_inductor"), and use_deterministic_algorithms
+    imports torch._inductor: each imports Inductor and Dynamo (2.4-4 s of CPU) in every fresh
+    worker that profiles a call or puts the torch flags back (module validation took 1.4 s a
+    module on two cores, almost all of it that import). In a fresh interpreter: neither
+    imports them now, a flag a call changed is still put back, and once Inductor is imported
+    torch's own check runs as before."""
+    import subprocess
+    import sys
+
+    script = """
+import sys, torch
+from pathlib import Path
+from kz_core.evaluate.execution import global_flags, profiled, restore_flags
+flags = global_flags()
+with profiled('cpu', Path(sys.argv[1])) as profile:
+    torch.ones(4).relu()
+restore_flags(flags)
+print('plain', 'torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules, 'aten::relu' in profile.op_names, '_inductor' in torch._lazy_modules)
+torch.use_deterministic_algorithms(True, warn_only=True)
+restore_flags(flags)
+print('restored', torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+with profiled('cpu', Path(sys.argv[1])) as profile:
+    torch.ones(4).sin()
+print('after', 'torch._inductor' in sys.modules, 'aten::sin' in profile.op_names)
+"""
+    completed = subprocess.run([sys.executable, "-c", script, str(tmp_path / "trace.json")], capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    plain, restored, after = completed.stdout.splitlines()[-3:]
+    assert plain == "plain False False True True", plain
+    assert restored == "restored False False", restored
+    assert after == "after True True", after  # the flags' import happened: torch's own check, unchanged
+
+
 def test_a_recording_does_not_import_dynamo_and_a_compiled_forward_is_still_recorded():
     """torch wraps a dispatch mode's __torch_dispatch__ to keep Dynamo out of it, importing
     torch._dynamo (2.4 s here) on its first op; kz's recorder skips that while nothing has
