@@ -53,6 +53,9 @@ stage() {  # stage NAME COMMAND...: run one stage, log to $OUT/NAME.log, never s
   tail -n 25 "$OUT/$name.log"
 }
 
+# Every kz worker of the machine, not only this script's (their sandbox leaves no other
+# handle): run this script where nothing else of kz runs, as on the GPU machine. Run on a
+# development machine, it ended a `kz data synth` running beside it.
 reap() { grep -l KZ_WORKER_MARKER= /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | xargs -r kill -9 2>/dev/null; }
 
 arms() {  # arms STAGE-FUNCTION ARM...: one stage per arm, side by side when KZ_ARMS_TOGETHER=1 (the GPU and
