@@ -126,7 +126,10 @@ ablate_reward() {  # one arm of the reward ablation: cagrpo, speed_always or cor
 ablate_frontier() {  # one arm of the frontier ablation: beta (the frontier) or uniform
   local arm=$1 from=()
   if [ -n "${KZ_FRONTIER_FROM:-}" ] && [ -d "$RUNS/$KZ_FRONTIER_FROM" ]; then read -ra from <<< "$(latest_model "$KZ_FRONTIER_FROM")"; else from=("${SFT_OPTS[@]}"); fi
-  stage "ablate_frontier_$arm" timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" problems.ids=1-8 \
+  # Seeds from every trained family (ids of the seed-1 corpus's train split: binary 1-253,
+  # broadcast 254-494, elementwise 495-795, row reductions 796-1054), not 8 of one family.
+  stage "ablate_frontier_$arm" timeout "${KZ_COEVOLVE_S:-300}" $PY -m kz_core.cli train --preset h200 problems.source="$SYNTH/synth.train-problems.jsonl" \
+    problems.ids="${KZ_FRONTIER_IDS:-1-2,254-255,495-496,796-797}" \
     run.root="$RUNS" run.name="ablate-frontier-$arm" frontier.name="$arm" "${from[@]}" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" train.max_completion_length=640 \
     coevolve.rounds=1 coevolve.proposer_steps=1 coevolve.coder_steps=2 coevolve.modules_per_round=8 coevolve.frontier_k=2 \
     coevolve.heldout_source="$SYNTH/synth.heldout-problems.jsonl" coevolve.heldout_ids=1-4 coevolve.heldout_samples=2 run.seed=1 ${KZ_ABLATE_SET:-}
