@@ -425,11 +425,11 @@ def compare_rows(runs: list[RunData]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_comparison(run_dirs: list[Path], out: Path) -> Path:
+def write_comparison(runs: list[RunData], out: Path) -> Path:
     """Write ``out/index.html``: the runs' Coder steps overlaid (reward, correctness, speed,
-    fast_1; a line per run) and a table of each run's first, last and mean values. Returns
-    the page's path. For ablations: runs that differ in one setting, same steps and seed."""
-    runs = [load_run(Path(d)) for d in run_dirs]
+    fast_1; a line per run) and a table of each run's first, last and mean values
+    (:func:`compare_rows`). Returns the page's path. For ablations: runs that differ in one
+    setting, same steps and seed."""
     out.mkdir(parents=True, exist_ok=True)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>kz runs compared</title>",

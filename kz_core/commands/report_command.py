@@ -76,8 +76,9 @@ def _compare(run_dirs: list[str], out: str | None, as_json: bool) -> None:
     for run_dir in run_dirs:
         write_report(Path(run_dir))
     folder = Path(out) if out else Path(run_dirs[0]).resolve().parent / "compare"
-    page = write_comparison([Path(d) for d in run_dirs], folder)
-    rows = compare_rows([load_run(Path(d)) for d in run_dirs])
+    runs = [load_run(Path(d)) for d in run_dirs]
+    page = write_comparison(runs, folder)
+    rows = compare_rows(runs)
     if as_json:
         click.echo(json.dumps({"runs": rows, "report": str(page)}, indent=2))
         return

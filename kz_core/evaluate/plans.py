@@ -335,15 +335,13 @@ class Replay:
         writer: dict[int, str] = {}
         input_storages = {_storage_id(x) for x in inputs if isinstance(x, torch.Tensor)}
 
-        tensors = tensor_leaves
-
         for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
             args = self._decode(step["args"], env)
             if step["kind"] == "kernel":
                 options = {k: self._decode(v, env) for k, v in step["options"].items()}
                 self.launch(step, args, options)
                 if track:
-                    for key in [_storage_id(tensor) for tensor in tensors(args)]:
+                    for key in [_storage_id(tensor) for tensor in tensor_leaves(args)]:
                         if key not in input_storages:
                             derived[key] = True
                             writer[key] = f"kernel {step['kernel'].get('name', '')}"
@@ -353,7 +351,7 @@ class Replay:
                 output = operator(*args, **kwargs)
                 self._bind(step["out"], output, env)
                 if track:
-                    _track_writes(operator, step["op"], args, kwargs, output, tensors, derived, writer)
+                    _track_writes(operator, step["op"], args, kwargs, output, derived, writer)
                 del args, kwargs, output
             for number in self.release[index]:
                 # Its last use: let it go, as the forward did (a KernelBench norm's four
@@ -362,17 +360,17 @@ class Replay:
                     env["val"][number] = None
         result = self._decode(self.plan["outputs"], env)
         if track:
-            leaves = tensors(result)
+            leaves = tensor_leaves(result)
             provenance["kernel_derived"] = [derived.get(_storage_id(t), False) for t in leaves]
             provenance["writers"] = [writer.get(_storage_id(t), "nothing (an input or a constant)") for t in leaves]
         return result
 
 
 def _track_writes(
-    operator: Any, op: Any, args: list[Any], kwargs: dict[str, Any], output: Any, tensors: Callable[[Any], list[Any]], derived: dict[int, bool], writer: dict[int, str]
+    operator: Any, op: Any, args: list[Any], kwargs: dict[str, Any], output: Any, derived: dict[int, bool], writer: dict[int, str]
 ) -> None:
     """Whether what one operator wrote comes from the candidate's kernels, and its writer."""
-    read = tensors(args) + tensors(kwargs)
+    read = tensor_leaves(args) + tensor_leaves(kwargs)
     for tensor, overwrite in _written(operator, args, kwargs, output):
         key = _storage_id(tensor)
         sources = [t for t in read if _storage_id(t) != key] if overwrite else read

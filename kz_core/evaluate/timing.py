@@ -205,7 +205,8 @@ def _overlapping(value: Any, kept: list[Any]) -> bool:
 
 def _copied(value: Any) -> Any:
     """``value`` with every tensor in it (through lists, tuples and dicts) copied: what a
-    forward returned, kept apart from a buffer it rewrites on its next call."""
+    forward returned, kept apart from a buffer it rewrites on its next call; a graph's
+    extra input buffers."""
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -314,21 +315,6 @@ def _tensor_bytes(values: list[Any]) -> int:
     import torch
 
     return sum(x.untyped_storage().nbytes() for x in _leaves(values) if isinstance(x, torch.Tensor))
-
-
-def _clone(values: list[Any]) -> list[Any]:
-    import torch
-
-    def clone(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return value.clone()
-        if isinstance(value, (list, tuple)):
-            return type(value)(clone(item) for item in value)
-        if isinstance(value, dict):
-            return {key: clone(item) for key, item in value.items()}
-        return value
-
-    return clone(values)
 
 
 def _copy_into(buffers: list[Any], values: list[Any]) -> None:
@@ -485,7 +471,7 @@ def _time_graph(
     calls, count = plan_replay(pair_ms, _tensor_bytes(buffers[0]), settings)
     if calls > 2:
         del graph, kept
-        buffers += [_clone(buffers[b % 2]) for b in range(2, count)]
+        buffers += [_copied(buffers[b % 2]) for b in range(2, count)]
         graph, kept = _capture(forward, buffers, calls, {0, 1, calls - 2, calls - 1}, device, ops, copy_kept=keeps_output)
     # The timing inputs go into the captured buffers only now: the forward never saw them.
     for which, values in enumerate(input_sets):

@@ -233,7 +233,8 @@ def nvcc_release(cuda_home: str) -> str:
         if match:
             _NVCC_RELEASES[cuda_home] = match.group(1)
             return match.group(1)
-        time.sleep(0.5 * (attempt + 1))
+        if attempt < 2:
+            time.sleep(0.5 * (attempt + 1))
     return ""
 
 
