@@ -115,12 +115,14 @@ curve_point() {  # curve_point LABEL OVERRIDE...: the model's overrides (policy.
 }
 
 ablate_reward() {  # one arm of the reward ablation: cagrpo, speed_always or correctness_only
+  # A checkpoint every step (KZ_ABLATE_SAVE): an arm cut by its time limit resumes in the next
+  # call on a warm machine ($RUNS is kept) from its last complete step, losing none.
   local arm=$1 option
   case $arm in cagrpo) option=reward.tau=0.5 ;; speed_always) option=reward.tau=0 ;; correctness_only) option=reward.speed_weight=0 ;;
     *) echo "unknown reward arm $arm" >&2; return 2 ;; esac
   stage "ablate_$arm" timeout "${KZ_ABLATE_S:-300}" $PY -m kz_core.cli train coder --preset h200 --problems "$SYNTH/synth.train-problems.jsonl" \
     run.root="$RUNS" run.name="ablate-$arm" problems.ids="${KZ_GRPO_IDS:-1-64}" "${SFT_OPTS[@]}" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" \
-    train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 train.save_steps=2 run.seed=1 ${KZ_ABLATE_SET:-} "$option"
+    train.max_steps="${KZ_GRPO_STEPS:-8}" train.max_completion_length=640 train.save_steps="${KZ_ABLATE_SAVE:-1}" run.seed=1 ${KZ_ABLATE_SET:-} "$option"
 }
 
 ablate_frontier() {  # one arm of the frontier ablation: beta (the frontier) or uniform
@@ -132,7 +134,8 @@ ablate_frontier() {  # one arm of the frontier ablation: beta (the frontier) or 
     problems.ids="${KZ_FRONTIER_IDS:-1-2,254-255,495-496,796-797}" \
     run.root="$RUNS" run.name="ablate-frontier-$arm" frontier.name="$arm" "${from[@]}" "${CURVE_OPTS[@]}" "${GRPO_OPTS[@]}" train.max_completion_length=640 \
     coevolve.rounds=1 coevolve.proposer_steps=1 coevolve.coder_steps=2 coevolve.modules_per_round=8 coevolve.frontier_k=2 \
-    coevolve.heldout_source="$SYNTH/synth.heldout-problems.jsonl" coevolve.heldout_ids=1-4 coevolve.heldout_samples=2 run.seed=1 ${KZ_ABLATE_SET:-}
+    coevolve.heldout_source="$SYNTH/synth.heldout-problems.jsonl" coevolve.heldout_ids=1-4 coevolve.heldout_samples=2 run.seed=1 ${KZ_ABLATE_SET:-} \
+    ${KZ_FRONTIER_SET:-}  # the frontier arms' own overrides, last (e.g. coevolve.coder_steps=4 coevolve.heldout_source=...)
 }
 
 grpo_ids() {  # the problems `select` kept, when it ran (else KZ_GRPO_IDS, else 1-64)

@@ -230,6 +230,9 @@ def make_plots(run: RunData, folder: Path) -> dict[str, Path]:
         plt, figure, axes = _figure()
         xs = [s["index"] for s in coder]
         _plot(axes, xs, [s["gate_open_groups"] / s["groups"] for s in coder], "groups with the gate open")
+        signal = [s for s in coder if isinstance(s.get("signal_share"), (int, float))]
+        if signal:  # runs from before the field have none
+            _plot(axes, [s["index"] for s in signal], [s["signal_share"] for s in signal], "groups with a signal (rewards differ)")
         _plot(axes, xs, [s.get("reward_wait_share") or 0.0 for s in coder], "share of step time waiting for rewards")
         axes.set_ylim(-0.05, 1.05)
         path = folder / "gate.png"
@@ -400,6 +403,7 @@ COMPARED = (
     ("correct_rate", "correctness rate", "Coder correctness per step"),
     ("speedup_geomean", "speedup of the correct (geometric mean)", "Coder speedup of the correct per step"),
     ("fast_1", "fast_1", "Coder fast_1 per step (correct and faster than the baseline)"),
+    ("signal_share", "groups with a signal", "Coder groups whose rewards differ (GRPO learns from these) per step"),
 )
 
 

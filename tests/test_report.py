@@ -149,8 +149,8 @@ def test_runs_compared_side_by_side(tmp_path):
     arms = {"cagrpo": (0.5, 0.75, 1.1, 1.4), "correctness_only": (0.5, 0.875, 1.1, 1.0)}
     for name, (first, last, fast_first, fast_last) in arms.items():
         rows = [step(1, first), step(2, last)]
-        rows[0].update(speedup_geomean=fast_first, fast_1=0.25, speed_measured=True)
-        rows[1].update(speedup_geomean=fast_last, fast_1=0.5, speed_measured=True)
+        rows[0].update(speedup_geomean=fast_first, fast_1=0.25, speed_measured=True, signal_share=0.5)
+        rows[1].update(speedup_geomean=fast_last, fast_1=0.5, speed_measured=True, signal_share=1.0 if name == "cagrpo" else 0.0)
         write_lines(tmp_path / name / "metrics.jsonl", rows)
     completed = subprocess.run(
         [sys.executable, "-m", "kz_core.cli", "report", str(tmp_path / "cagrpo"), str(tmp_path / "correctness_only"), "--json"],
@@ -161,10 +161,11 @@ def test_runs_compared_side_by_side(tmp_path):
     by_run = {row["run"]: row for row in reply["runs"]}
     assert by_run["cagrpo"]["correct_rate last"] == 0.75 and by_run["correctness_only"]["correct_rate last"] == 0.875
     assert by_run["cagrpo"]["speedup_geomean last"] == 1.4 and by_run["correctness_only"]["speedup_geomean mean"] == pytest.approx(1.05)
+    assert by_run["cagrpo"]["signal_share mean"] == 0.75 and by_run["correctness_only"]["signal_share last"] == 0.0
     page = Path(reply["report"])
     assert page == tmp_path / "compare" / "index.html"
     text = page.read_text()
-    for key in ("reward", "correct_rate", "speedup_geomean", "fast_1"):
+    for key in ("reward", "correct_rate", "speedup_geomean", "fast_1", "signal_share"):
         assert f"compare_{key}.png" in text and (page.parent / f"compare_{key}.png").stat().st_size > 0
     assert (tmp_path / "cagrpo" / "report" / "speed.png").is_file()
     assert "speedup of the correct (last step)" in json.dumps(summary_rows(load_run(tmp_path / "cagrpo")))

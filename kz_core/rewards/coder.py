@@ -9,7 +9,8 @@ once with the sandboxed evaluator (format errors need no evaluation), groups the
 by problem (a GRPO group is the ``num_generations`` completions of one prompt), and asks
 the ``shape_rewards`` hook for one reward per completion (CA-GRPO by default). It records,
 for every step: the rewards, the correctness rate, how many groups had the CA-GRPO gate
-open (rate >= ``reward.tau``), the verdict counts and the seconds spent waiting for the
+open (rate >= ``reward.tau``), how many groups' rewards differ (``signal_groups``: the
+others give GRPO zero advantages), the verdict counts and the seconds spent waiting for the
 evaluator. A trainer that runs in several processes, each rewarding its own completions,
 merges the processes' records of a step with :meth:`CoderReward.merge_step_records`.
 
@@ -116,8 +117,10 @@ class CoderReward:
 
     def _record(self, problems: list[str], results: list[EvalResult], rewards: list[float], waited: float, kwargs: dict[str, Any]) -> None:
         by_problem: dict[str, list[bool]] = {}
-        for name, result in zip(problems, results):
+        rewards_by_problem: dict[str, list[float]] = {}
+        for name, result, value in zip(problems, results, rewards):
             by_problem.setdefault(name, []).append(result.correct)
+            rewards_by_problem.setdefault(name, []).append(value)
         rates = [sum(flags) / len(flags) for flags in by_problem.values()]
         state = kwargs.get("trainer_state")
         entry = {
@@ -127,6 +130,9 @@ class CoderReward:
             # A gated reward (CA-GRPO's reward.tau): how many groups had speed switched on.
             "gate_open_groups": sum(rate >= tau for rate in rates) if (tau := getattr(self.config.reward, "tau", None)) is not None else 0,
             "groups": len(rates),
+            # Groups whose rewards differ: GRPO's advantages are zero in the others, so these
+            # are the groups the step learns from (what the frontier's selection is for).
+            "signal_groups": sum(max(values) - min(values) > 1e-9 for values in rewards_by_problem.values()),
             "verdicts": dict(Counter(r.verdict.value for r in results)),
             "reward_wait_s": waited,
             "speed_measured": any(r.speedups for r in results),
@@ -161,6 +167,7 @@ class CoderReward:
             "correct_rate": weighted("correct_rate"),
             "gate_open_groups": sum(record.get("gate_open_groups", 0) for record in records),
             "groups": sum(record.get("groups", 0) for record in records),
+            "signal_groups": sum(record.get("signal_groups", 0) for record in records),
             "verdicts": dict(verdicts),
             "reward_wait_s": max((record.get("reward_wait_s", 0.0) for record in records), default=0.0),
             "speed_measured": any(record.get("speed_measured") for record in records),

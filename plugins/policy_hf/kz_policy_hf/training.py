@@ -133,8 +133,14 @@ def fill_generation_batch(args: Any, dataset: Any, what: str) -> Any:
 
 
 def last_checkpoint(output_dir: Path) -> str | None:
-    """The newest ``checkpoint-N`` folder in ``output_dir``, to resume from."""
-    checkpoints = sorted(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1].isdigit() else -1)
+    """The newest complete ``checkpoint-N`` folder in ``output_dir``, to resume from.
+
+    The Trainer writes a checkpoint's ``trainer_state.json`` after its weights, optimizer
+    and random states: a folder without it is one whose writing was cut (a time limit, a
+    lost machine), and resuming from it would fail; the one before it is taken instead."""
+    numbered = [p for p in output_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
+    complete = [p for p in numbered if (p / "trainer_state.json").is_file()]
+    checkpoints = sorted(complete, key=lambda p: int(p.name.split("-")[-1]))
     return str(checkpoints[-1]) if checkpoints else None
 
 
@@ -143,14 +149,17 @@ def _coder_line(record: dict[str, Any]) -> tuple[dict[str, Any], str]:
         "correct_rate": record.get("correct_rate"),
         "gate_open_groups": record.get("gate_open_groups"),
         "groups": record.get("groups"),
+        "signal_groups": record.get("signal_groups"),
+        # The share of groups GRPO learns from (their rewards differ), None before any.
+        "signal_share": record["signal_groups"] / record["groups"] if record.get("groups") and record.get("signal_groups") is not None else None,
         "verdicts": record.get("verdicts"),
         "speed_measured": record.get("speed_measured"),
         "speedup_geomean": record.get("speedup_geomean"),
         "fast_1": record.get("fast_1"),
     }
     speed = line["speedup_geomean"]
-    message = "correct {:.0%} gate open {}/{}{}".format(
-        line["correct_rate"] or 0.0, line["gate_open_groups"], line["groups"],
+    message = "correct {:.0%} gate open {}/{} learning from {}/{}{}".format(
+        line["correct_rate"] or 0.0, line["gate_open_groups"], line["groups"], line["signal_groups"], line["groups"],
         f" speedup {speed:.2f}x (geometric mean of the correct)" if speed else "" if line["speed_measured"] else " (speed not measured: the speed term is 0)",
     )
     return line, message

@@ -130,9 +130,11 @@ def test_merged_records_of_two_processes_are_the_record_of_the_whole_batch():
     merged = CoderReward.merge_step_records([record(["a"], 1.0), record(["b", "c"], 3.0), record(["d"], 2.0)])
     for key in ("reward_mean", "correct_rate", "speedup_geomean", "fast_1"):
         assert merged[key] == pytest.approx(whole[key]), key
-    for key in ("gate_open_groups", "groups", "verdicts", "speed_measured", "reward_wait_s", "speedup_count"):
+    for key in ("gate_open_groups", "groups", "signal_groups", "verdicts", "speed_measured", "reward_wait_s", "speedup_count"):
         assert merged[key] == whole[key], key
     assert merged["gate_open_groups"] == 3 and merged["verdicts"]["correct"] == 4
+    # Groups whose rewards differ (b, c, d; a's are equal): GRPO learns from those alone.
+    assert whole["signal_groups"] == 3
     # The speed of the correct results only (the incorrect 9x counts for nothing): 1.5 and 0.5.
     assert whole["speedup_geomean"] == pytest.approx((1.5 * 0.5) ** 0.5) and whole["speedup_count"] == 2
     assert whole["fast_1"] == pytest.approx(1 / 8)

@@ -42,6 +42,7 @@ def test_rewards_come_from_the_evaluator_and_ca_grpo():
     entry = reward.step_log[-1]
     assert entry["verdicts"] == {"correct": 1, "format_error": 1, "incorrect": 1}
     assert entry["correct_rate"] == pytest.approx(1 / 3) and entry["gate_open_groups"] == 0 and entry["groups"] == 1
+    assert entry["signal_groups"] == 1  # rewards 1, -1, 0 differ: the group has a signal
     assert entry["speed_measured"] is False and entry["reward_wait_s"] > 0
 
 
@@ -115,3 +116,19 @@ def test_a_resumed_run_drops_the_metrics_of_steps_it_trains_again(tmp_path):
     assert drop_metrics_after(path, 3) == 3  # steps 4 and 5, and the line a crash cut off
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3]
     assert drop_metrics_after(path, 3) == 0
+
+
+def test_resuming_skips_a_checkpoint_whose_writing_was_cut(tmp_path):
+    """A run stopped by a time limit while it saved leaves a checkpoint folder without its
+    trainer state; resuming from it would fail, so the newest complete one is taken."""
+    from kz_policy_hf.training import last_checkpoint
+
+    assert last_checkpoint(tmp_path) is None
+    for step, complete in ((2, True), (10, True), (12, False)):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        (folder / "adapter_model.safetensors").write_bytes(b"weights")
+        if complete:
+            (folder / "trainer_state.json").write_text("{}")
+    (tmp_path / "checkpoint-latest").mkdir()  # not a step number: never a resume point
+    assert last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-10")  # by number: 10 after 2, 12 cut
