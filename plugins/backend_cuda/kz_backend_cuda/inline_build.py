@@ -300,9 +300,26 @@ def identity(tools: Toolchain) -> dict[str, Any]:
         "python": sys.implementation.cache_tag,
         "arch_list": tools.arch_list,
         "cuda_home": tools.cuda_home,
-        "nvcc": tools.nvcc,
+        # nvcc's binary, not its answer to `nvcc --version`: every process that describes
+        # the toolchain must give the same key, and a process on a busy machine whose
+        # nvcc did not answer (a refused fork) gave an empty release, so that a candidate's
+        # worker looked for kz's builds under another key than the builder made them.
+        "nvcc": nvcc_fingerprint(tools.cuda_home),
         "cxx": os.environ.get("CXX", "c++"),
     }
+
+
+def nvcc_fingerprint(cuda_home: str) -> str:
+    """``bin/nvcc``'s real path, size and modification time (empty without a toolkit): a
+    new nvcc is a new build key, and reading it needs no child process."""
+    if not cuda_home:
+        return ""
+    try:
+        path = os.path.realpath(os.path.join(cuda_home, "bin", "nvcc"))
+        stat = os.stat(path)
+    except OSError:
+        return ""
+    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def build_identity(device: str) -> dict[str, Any]:

@@ -99,7 +99,7 @@ def test_build_key_follows_sources_flags_and_toolchain_only():
     ]
     tools = [
         Toolchain("/opt/fake-cuda", "13.0", "10.0", "13.0"),
-        Toolchain("/opt/fake-cuda", "12.8", "9.0", "13.0"),
+        Toolchain("/opt/fake-cuda-12", "12.8", "9.0", "13.0"),  # another toolkit (its nvcc: test below)
         Toolchain("/opt/fake-cuda", "13.0", "9.0", ""),  # torch without CUDA: compile only
     ]
     keys = {inline_build.build_key(arguments, FAKE_TOOLS) for arguments in changed}
@@ -172,6 +172,25 @@ def test_an_nvcc_of_another_major_release_than_torchs_cuda_cannot_build(monkeypa
     assert tools.problem == "cuda_inline needs an nvcc of torch's CUDA 13.0: /opt/cuda-12/bin/nvcc is release 12.4"
     monkeypatch.setattr(inline_build, "nvcc_release", lambda home: "13.1")
     assert inline_build.toolchain("cpu").problem == ""
+
+
+def test_the_build_key_is_the_same_whether_or_not_nvcc_answered(monkeypatch, tmp_path):
+    """A process whose `nvcc --version` got no answer (a fork refused on a busy machine)
+    must still name kz's builds as the builder did: the key holds nvcc's binary (path, size,
+    time), not its answer. Before, it held the release, and such a worker looked under
+    another key ("the two processes described the toolchain differently")."""
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(inline_build, "find_cuda_home", lambda: str(home))
+    monkeypatch.setattr(inline_build.shutil, "which", lambda name, path=None: f"/usr/bin/{name}")
+    arguments = {"name": "ext", "cpp_sources": "int f();", "cuda_sources": "int f() { return 1; }"}
+    monkeypatch.setattr(inline_build, "nvcc_release", lambda home: "13.0")
+    answered = inline_build.build_key(arguments, inline_build.toolchain("cpu"))
+    monkeypatch.setattr(inline_build, "nvcc_release", lambda home: "")
+    assert inline_build.build_key(arguments, inline_build.toolchain("cpu")) == answered
+    (home / "bin" / "nvcc").write_text("#!/bin/sh\n# another nvcc\n")  # a new toolkit: a new key
+    assert inline_build.build_key(arguments, inline_build.toolchain("cpu")) != answered
 
 
 # -- timeouts -----------------------------------------------------------------------------------
