@@ -170,9 +170,16 @@ for what in "$@"; do
     throughput)  # eval_throughput alone, cold (its own cache folder): KZ_EVAL_WORKERS, KZ_EVAL_LIMIT, KZ_EVAL_PASSES, KZ_EVAL_IDS (e.g. 19-32: activations),
       # KZ_EVAL_SET (config overrides, space-separated, e.g. "eval.reservation_footprints=3 eval.reservation_overtakes=8"), KZ_EVAL_TAG (names the log)
       sets=(); for item in ${KZ_EVAL_SET:-}; do sets+=(--set "$item"); done
+      # The GPU's and the host's load, once a second, beside the run (what bounds it: the GPU's
+      # SMs or memory, the host's cores, or neither).
+      monitors=(); tag="w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}"
+      nvidia-smi dmon -s um -d 1 -o T > "$OUT/dmon_$tag.txt" 2>&1 & monitors+=($!)
+      vmstat -n 1 > "$OUT/vmstat_$tag.txt" 2>&1 & monitors+=($!)
       KZ_CACHE_DIR=$(mktemp -d) stage "throughput_w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}" timeout "${KZ_EVAL_S:-300}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --level 1 --limit "${KZ_EVAL_LIMIT:-100}" ${KZ_EVAL_IDS:+--ids "$KZ_EVAL_IDS"} --device cuda --workers "${KZ_EVAL_WORKERS:-4}" --passes "${KZ_EVAL_PASSES:-1}" \
-        "${sets[@]}" --out "$OUT/throughput_w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}.json" ;;
+        "${sets[@]}" --out "$OUT/throughput_w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}.json"
+      kill "${monitors[@]}" 2>/dev/null
+      $PY benchmarks/load_summary.py "$OUT/dmon_$tag.txt" "$OUT/vmstat_$tag.txt" | tee "$OUT/load_$tag.txt" ;;
     sweep)  # issue 19's sweep: KernelBench levels 1-3, 8 candidates per problem, cold
       KZ_CACHE_DIR=$(mktemp -d) stage sweep timeout "${KZ_SWEEP_S:-590}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --levels "${KZ_SWEEP_LEVELS:-1,2,3}" --samples "${KZ_SWEEP_SAMPLES:-8}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 --out "$OUT/sweep.json" ;;
