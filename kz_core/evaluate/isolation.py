@@ -496,12 +496,16 @@ def _fork_worker(pid: int) -> int:
             handle.write(str(pid - 1))
     except OSError:
         return 0
+    confined_read, confined_write = os.pipe()
     worker = os.fork()
     if worker == 0:
         set_parent_death_signal()
+        # Run nothing until the init is confined: before that its memory is open to us.
+        os.close(confined_write)
+        while os.read(confined_read, 1):
+            pass
+        os.close(confined_read)
         return 0
-    # The init holds nothing open: a pipe or socket it kept would never read as closed.
-    os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
     # It is confined at least as tightly as the worker, which can see it: not dumpable (its
     # memory cannot be opened through /proc), no file at all (Landlock), the worker's seccomp.
     try:
@@ -511,6 +515,9 @@ def _fork_worker(pid: int) -> int:
         install_seccomp()
     except (IsolationError, OSError):
         pass  # what the kernel lacks, the worker lacks too (reported by support())
+    # The init holds nothing open: a pipe or socket it kept would never read as closed.
+    # Closing the pipe's write end here is what lets the worker go on.
+    os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
     while True:  # pragma: no cover - the init: reaps what is re-parented to it
         try:
             reaped, status = os.waitpid(-1, 0)

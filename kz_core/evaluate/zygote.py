@@ -192,15 +192,27 @@ def _supervise(worker_sock: socket.socket, spec: dict[str, Any], report: int) ->
         os.write(report, str(worker).encode())
         os.close(report)
 
+        namespaced = bool(spec.get("namespaces"))
+        reaped = False
+
         def stop(signum: int, frame: Any) -> None:
-            _kill_descendants(os.getpid())
+            if namespaced:
+                # The init's death ends its namespace. Never walk /proc here: the init
+                # mounted its namespace's /proc, which this process shares, and the
+                # numbers there are not this process's (killing by them hit others).
+                if not reaped:
+                    os.kill(worker, signal.SIGKILL)
+            else:
+                _kill_descendants(os.getpid())
             os._exit(128 + signum)
 
         signal.signal(signal.SIGTERM, stop)
         _, status = os.waitpid(worker, 0)
+        reaped = True
         code = os.waitstatus_to_exitcode(status)
         code = 128 - code if code < 0 else code
-        _kill_descendants(os.getpid())  # what the worker left behind (no PID namespace)
+        if not namespaced:
+            _kill_descendants(os.getpid())  # what the worker left behind
     except BaseException:  # noqa: BLE001
         traceback.print_exc()
         code = 71

@@ -218,3 +218,74 @@ def test_a_problem_cannot_change_another_problems_reference_on_the_gpu():
     assert first.verdict is Verdict.CORRECT, first.message
     assert honest.verdict is Verdict.CORRECT, honest.message
     assert zeros.verdict is not Verdict.CORRECT, "a kernel writing zeros passed against a poisoned reference"
+
+
+# A problem whose module forks until a child of its worker holds, in the worker's PID
+# namespace, the number ``{target}``, and leaves that child asleep.
+TAKES_A_NUMBER = VECTOR_ADD + '''
+
+def _take(target):
+    import os, time
+
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            if os.getpid() == target:
+                time.sleep(600)
+            os._exit(0)
+        if pid >= target:
+            return
+        os.waitpid(pid, 0)
+
+
+_take({target})
+'''
+
+
+@pytest.mark.skipif(not isolation.support().pid_namespace, reason="needs PID namespaces")
+def test_a_supervisor_stopped_kills_no_process_outside_its_namespace(tmp_path):
+    """A supervisor told to stop ends its worker's namespace and nothing else. Written
+    against the version before it, which walked /proc for the processes below it: the
+    namespace's init had mounted the namespace's own /proc, which the supervisor shares,
+    so it killed, by the numbers it read there, whichever processes outside had those
+    numbers (here a bystander; in a batch, another candidate's worker)."""
+    import os
+    import subprocess
+
+    from kz_core.evaluate.calls import call_worker, problem_payload
+    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
+
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "r+") as handle:
+            handle.read()
+    except OSError:
+        pytest.skip("this process cannot choose the next process id (not root)")
+    settings = SandboxSettings(scratch_root=tmp_path)
+    zygote = ZygoteProcess("cpu", settings)
+    pool = WorkerPool("cpu", "reference", 1, settings, zygote=zygote, single_use=False)
+    bystander = None
+    try:
+        with pool.acquire("p") as worker:
+            outside = worker.process.pid  # the worker's own number inside its namespace
+            target = outside + 64
+            while os.path.exists(f"/proc/{target}") or os.path.exists(f"/proc/{target - 1}"):
+                target += 2
+            with open("/proc/sys/kernel/ns_last_pid", "w") as handle:
+                handle.write(str(target - 1))
+            bystander = subprocess.Popen(["sleep", "300"])
+            if bystander.pid != target:
+                pytest.skip("another process took the number first")
+            problem = Problem("p", TAKES_A_NUMBER.replace("{target}", str(target)))
+            reply, failure = call_worker(worker, {"op": "footprint", "problem": problem_payload(problem), "init_seed": 1}, 120, "footprint")
+            assert failure is None, failure
+            worker.process.terminate()  # what kill() does after signalling the init
+            worker.process.wait(timeout=30)  # the version before never ended: it kept killing
+            worker.retired = True
+        time.sleep(0.5)
+        assert bystander.poll() is None, "the supervisor killed a process outside its namespace"
+    finally:
+        if bystander is not None:
+            bystander.kill()
+            bystander.wait()
+        pool.close()
+        zygote.close()
