@@ -99,6 +99,27 @@ def _chunk_errors(want_raw: torch.Tensor, got_raw: torch.Tensor, wide: torch.dty
     return bad_special, outside, difference, relative
 
 
+#: Outputs of at least this many elements on a CUDA device are compared by one Triton
+#: kernel (``kz_core.evaluate.device_checks``), smaller ones by torch operations (where
+#: they take less time than loading the kernel in a fresh process).
+DEVICE_KERNEL_ELEMENTS = 1 << 24
+
+
+def _device_errors(want: torch.Tensor, got: torch.Tensor, tolerance: Tolerance) -> tuple[list[int], list[int], float, float] | None:
+    """``_chunk_errors``' counts per chunk and largest errors, from one Triton kernel, for
+    large floating-point outputs on a CUDA device; None where it does not apply (or
+    cannot run here), and the torch operations compare instead."""
+    if not (want.is_cuda and got.device == want.device and want.numel() >= DEVICE_KERNEL_ELEMENTS):
+        return None
+    try:
+        from kz_core.evaluate import device_checks
+    except ImportError:
+        return None
+    if want.dtype not in device_checks.COMPARED_DTYPES:
+        return None
+    return device_checks.errors(want, got, tolerance.atol, tolerance.rtol, CHUNK_ELEMENTS)
+
+
 def compare(expected: Any, actual: Any, tolerance: Tolerance, label: str = "output") -> tuple[list[Finding], float, float]:
     """Compare one output with its reference, chunk by chunk, on the tensors' device.
 
@@ -122,26 +143,30 @@ def compare(expected: Any, actual: Any, tolerance: Tolerance, label: str = "outp
     exact = not (expected.dtype.is_floating_point or expected.dtype.is_complex)
     wide = torch.complex128 if expected.dtype.is_complex else torch.float64
     starts = range(0, want_all.numel(), CHUNK_ELEMENTS)
-    mismatched: list[torch.Tensor] = []  # per chunk, on the device
-    special: list[torch.Tensor] = []
-    largest = torch.zeros(2, dtype=torch.float64, device=want_all.device)  # absolute, relative
-    for start in starts:
-        want_raw = want_all[start : start + CHUNK_ELEMENTS]
-        got_raw = got_all[start : start + CHUNK_ELEMENTS]
-        if exact:
-            mismatched.append((want_raw != got_raw).sum())
-            continue
-        bad_special, outside, difference, relative = _chunk_errors(want_raw, got_raw, wide, tolerance)
-        special.append(bad_special.sum())
-        mismatched.append(outside.sum())
-        largest = torch.maximum(largest, torch.stack([difference.max(), relative.max()]))
-        del bad_special, outside, difference, relative
-    mismatch_counts = torch.stack(mismatched).tolist()
-    special_counts = torch.stack(special).tolist() if special else []
-    if exact:
-        max_abs = max_rel = math.inf if any(mismatch_counts) else 0.0
+    fast = None if exact else _device_errors(want_all, got_all, tolerance)
+    if fast is not None:
+        special_counts, mismatch_counts, max_abs, max_rel = fast
     else:
-        max_abs, max_rel = largest.tolist()
+        mismatched: list[torch.Tensor] = []  # per chunk, on the device
+        special: list[torch.Tensor] = []
+        largest = torch.zeros(2, dtype=torch.float64, device=want_all.device)  # absolute, relative
+        for start in starts:
+            want_raw = want_all[start : start + CHUNK_ELEMENTS]
+            got_raw = got_all[start : start + CHUNK_ELEMENTS]
+            if exact:
+                mismatched.append((want_raw != got_raw).sum())
+                continue
+            bad_special, outside, difference, relative = _chunk_errors(want_raw, got_raw, wide, tolerance)
+            special.append(bad_special.sum())
+            mismatched.append(outside.sum())
+            largest = torch.maximum(largest, torch.stack([difference.max(), relative.max()]))
+            del bad_special, outside, difference, relative
+        mismatch_counts = torch.stack(mismatched).tolist()
+        special_counts = torch.stack(special).tolist() if special else []
+        if exact:
+            max_abs = max_rel = math.inf if any(mismatch_counts) else 0.0
+        else:
+            max_abs, max_rel = largest.tolist()
     counts = {"mismatch": int(sum(mismatch_counts)), "non_finite": int(sum(special_counts))}
 
     def first_bad(chunk_counts: list[int], kind: str) -> tuple[int, str]:

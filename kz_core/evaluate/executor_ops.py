@@ -82,6 +82,12 @@ class ExecutorOps:
         if self.device.startswith("cuda"):
             for replay in self.plans.values():
                 replay.precompile(kernels.precompile)
+            try:
+                from kz_core.evaluate import device_checks
+            except ImportError:
+                pass  # the checks use torch operations
+            else:
+                device_checks.warm_up(self.device)
         # Last: the problem's code may be model-written, and loading it seals the shared
         # kernel caches (Worker.seal_shared_caches) that the builds above wrote.
         try:

@@ -60,6 +60,11 @@ def _preload(device: str) -> None:
     recorder.plan(recorder.call(lambda x: torch.empty_like(x).copy_(x), [sample]))
     if device != "cpu":
         import torch._dynamo  # noqa: F401
+
+        try:  # the checks' Triton kernels (their JIT functions; compiled in the workers)
+            import kz_core.evaluate.device_checks  # noqa: F401
+        except ImportError:
+            pass
     isolation.support()  # probes in forked children; cached for every worker
     if torch.cuda.is_initialized():
         raise RuntimeError("CUDA was initialised while preloading: workers forked from here could not use it")

@@ -57,6 +57,10 @@ def register_backends(register):
                 ("sealed_executor", "TRITON_CACHE_MANAGER", LAYERED_CACHE),
                 ("sealed_executor", "KZ_TRITON_READ_CACHE", "{cache}/triton-executor"),
                 ("reference", "TRITON_CACHE_DIR", "{scratch}/triton-cache"),
+                # Reference workers read the checks' kernels that executors compiled
+                # (kz_core/evaluate/device_checks.py) and write only their own cache.
+                ("reference", "TRITON_CACHE_MANAGER", LAYERED_CACHE),
+                ("reference", "KZ_TRITON_READ_CACHE", "{cache}/triton-executor"),
                 ("trusted", "TRITON_CACHE_DIR", "{scratch}/triton-cache"),
             ),
         )
