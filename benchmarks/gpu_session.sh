@@ -96,7 +96,10 @@ if [ "${KZ_GRPO_LORA:-1}" = 1 ]; then GRPO_OPTS=(train.lora=true train.lora_r="$
 
 latest_model() {  # the overrides for a training run's final model, else its last checkpoint
   if [ -f "$RUNS/$1/final/config.json" ]; then echo "policy.model=$RUNS/$1/final"; return; fi
-  local last; last=$(ls -d "$RUNS/$1"/checkpoints/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1)
+  # The newest checkpoint whose writing finished (the Trainer writes trainer_state.json last),
+  # as the policy's last_checkpoint chooses when it resumes.
+  local last; last=$(ls -d "$RUNS/$1"/checkpoints/checkpoint-* 2>/dev/null | sort -t- -k2 -n \
+    | while read -r dir; do [ -f "$dir/trainer_state.json" ] && echo "$dir"; done | tail -1)
   if [ -f "$last/adapter_config.json" ]; then  # a LoRA checkpoint: its adapter on the model it was trained from
     echo "policy.model=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['base_model_name_or_path'])" "$last/adapter_config.json") policy.adapter=$last"
   else
