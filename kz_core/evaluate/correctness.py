@@ -117,7 +117,10 @@ def _device_errors(want: torch.Tensor, got: torch.Tensor, tolerance: Tolerance) 
         return None
     if want.dtype not in device_checks.COMPARED_DTYPES:
         return None
-    return device_checks.errors(want, got, tolerance.atol, tolerance.rtol, CHUNK_ELEMENTS)
+    try:
+        return device_checks.errors(want, got, tolerance.atol, tolerance.rtol, CHUNK_ELEMENTS)
+    except Exception:  # noqa: BLE001 - a GPU or Triton the kernel does not build for: the torch operations decide
+        return None
 
 
 def compare(expected: Any, actual: Any, tolerance: Tolerance, label: str = "output") -> tuple[list[Finding], float, float]:
