@@ -105,17 +105,24 @@ def _chunk_errors(want_raw: torch.Tensor, got_raw: torch.Tensor, wide: torch.dty
 DEVICE_KERNEL_ELEMENTS = 1 << 24
 
 
+def kernel_checks() -> Any:
+    """``kz_core.evaluate.device_checks``, or None where Triton cannot be imported (the
+    checks then use torch operations)."""
+    try:
+        from kz_core.evaluate import device_checks
+    except ImportError:
+        return None
+    return device_checks
+
+
 def _device_errors(want: torch.Tensor, got: torch.Tensor, tolerance: Tolerance) -> tuple[list[int], list[int], float, float] | None:
     """``_chunk_errors``' counts per chunk and largest errors, from one Triton kernel, for
     large floating-point outputs on a CUDA device; None where it does not apply (or
     cannot run here), and the torch operations compare instead."""
     if not (want.is_cuda and got.device == want.device and want.numel() >= DEVICE_KERNEL_ELEMENTS):
         return None
-    try:
-        from kz_core.evaluate import device_checks
-    except ImportError:
-        return None
-    if want.dtype not in device_checks.COMPARED_DTYPES:
+    device_checks = kernel_checks()
+    if device_checks is None or want.dtype not in device_checks.COMPARED_DTYPES:
         return None
     try:
         return device_checks.errors(want, got, tolerance.atol, tolerance.rtol, CHUNK_ELEMENTS)

@@ -25,6 +25,8 @@ from typing import Any
 import attrs
 import torch
 
+from kz_core.evaluate.correctness import kernel_checks
+
 
 def load_module(code: str, name: str, filename: str) -> types.ModuleType:
     """Execute ``code`` as a fresh module named ``name`` (registered in sys.modules, so that
@@ -128,18 +130,11 @@ def device_sums(raw: torch.Tensor) -> str:
     usable = raw.numel() - raw.numel() % 4
     words = raw[:usable].view(torch.int32)
     tail = raw[usable:].to(torch.int64).tolist()
-    if raw.is_cuda and words.numel() >= _FINGERPRINT_KERNEL_WORDS:
-        try:
-            from kz_core.evaluate import device_checks
-        except ImportError:
-            pass
-        else:  # the same sums in one pass (these torch operations read the input ten times)
-            try:
-                plain_sum, weighted_sum = device_checks.word_sums(words)
-            except Exception:  # noqa: BLE001 - a GPU or Triton the kernel does not build for
-                pass
-            else:
-                return f"{plain_sum}:{weighted_sum}:{tail}"
+    device_checks = kernel_checks() if raw.is_cuda and words.numel() >= _FINGERPRINT_KERNEL_WORDS else None
+    if device_checks is not None:  # the same sums in one pass (the torch operations below read the input ten times)
+        with contextlib.suppress(Exception):  # a GPU or Triton the kernel does not build for
+            plain_sum, weighted_sum = device_checks.word_sums(words)
+            return f"{plain_sum}:{weighted_sum}:{tail}"
     plain = torch.zeros((), dtype=torch.int64, device=raw.device)
     weighted = torch.zeros((), dtype=torch.int64, device=raw.device)
     for start in range(0, words.numel(), _FINGERPRINT_CHUNK):
