@@ -39,6 +39,10 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "deferring_builds": ("kz_core.evaluate.builds", "deferring"),
     "BuildDeferred": ("kz_core.evaluate.builds", "BuildDeferred"),
     "recording_active": ("kz_core.evaluate.recording", "active"),
+    "add_tracer": ("kz_core.evaluate.recording", "add_tracer"),
+    "records_plans": ("kz_core.evaluate.recording", "records_plans"),
+    "NotReplayable": ("kz_core.evaluate.recording", "NotReplayable"),
+    "shared_folder": ("kz_core.evaluate.builds", "shared_folder"),
     # Source text helpers
     "parse_source": ("kz_core.source", "parse"),
     "source_functions": ("kz_core.source", "functions"),

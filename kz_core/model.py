@@ -310,6 +310,10 @@ class BackendInfo:
     :ivar trusted_kernels: its plugin implements ``backend_kernels``: candidates' forward
         calls are recorded as plans and replayed, checked and timed by a trusted executor
         (otherwise they run in the candidate's own sandboxed process, and results say so).
+    :ivar unverified_fallback: with ``trusted_kernels``: a candidate whose forward cannot be
+        recorded as a plan (``not_replayable``: its launches come from host code that does
+        what a plan cannot describe) is evaluated as a backend without trusted kernels,
+        with the ``unverified_execution`` warning, instead of being rejected.
     :ivar prompt_guide: how to write a kernel for it, the first paragraph of the Coder's
         prompt (when empty: "Write the kernels for the NAME backend: DESCRIPTION.").
     :ivar versions: distributions whose versions every result reports with torch's
@@ -331,7 +335,10 @@ class BackendInfo:
         the problem's) and candidate workers read (``triton-executor``).
     :ivar builder: ``"module:function"`` that builds what a candidate builds at import
         (``function(arguments, folder, device) -> dict``, run by kz's trusted builder), for
-        backends that defer their builds (``kz_core.evaluate.builds``); empty: none.
+        backends that defer their builds (``kz_core.evaluate.builds``); empty: none. A
+        result with ``"status": "unavailable"`` means this machine cannot build it; one
+        with ``"retry": True`` did not finish (a timeout): nothing of it is shared, and the
+        candidate gets ``compile_error`` with its ``message``.
     :ivar build_identity: ``"module:function"`` giving what, beside the arguments, shapes
         a build (``function(device) -> JSON data``: the toolchain); with ``builder``.
     """
@@ -341,6 +348,7 @@ class BackendInfo:
     description: str = ""
     runs_on_cpu: bool = False
     trusted_kernels: bool = False
+    unverified_fallback: bool = False
     prompt_guide: str = ""
     versions: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     cpu_environment: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=lambda m: tuple(sorted(dict(m).items())))

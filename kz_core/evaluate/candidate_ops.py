@@ -161,11 +161,13 @@ class CandidateOps:
         never sees the inputs the candidate is judged on. The forward runs ``warmup``
         times (Triton compiles and autotunes then), and the next call is recorded.
         """
+        from kz_core.evaluate import recording
         from kz_core.evaluate.execution import instantiate, make_init_inputs
         from kz_core.evaluate.recording import NotReplayable, Recorder
 
         if not self.candidate or "model" not in self.candidate:
             return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
+        recording._records_plans[0] = True
         plans: dict[str, Any] = {}
         captures: list[tuple[dict[str, Any], Any, Any]] = []
         started = time.perf_counter()

@@ -84,6 +84,11 @@ _KEY_EXCLUDED = {
 _RETIRE_AFTER = {Verdict.REJECTED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}
 
 
+
+class _Unreplayable(Exception):
+    """A candidate of a backend with ``unverified_fallback`` whose forward could not be
+    recorded as a plan: it is evaluated in its own process instead (the message says why)."""
+
 class EvaluatorError(KzError, RuntimeError):
     """The evaluator itself cannot work (no GPU, workers that cannot start); says what to do."""
 
@@ -637,17 +642,20 @@ class Evaluator:
                 findings.append(Finding("reference_error", f"the problem's reference failed, so nothing can be checked: {reference.error}"))
                 return self._finish(candidate, problem, findings, started, timings=timings)
             self.contention.note_footprint(problem.content_hash, reference.footprint_bytes)
+        why_unverified = f"backend {candidate.backend!r} has no trusted kernels (backend_kernels)"
         if info is not None and info.trusted_kernels and runs_here and not compile_only:
             try:
-                return self._evaluate_verified(candidate, problem, reference, findings, timings, started)
+                return self._evaluate_verified(candidate, problem, reference, list(findings), timings, started)
             except WorkerStartError as exc:
                 raise EvaluatorError(str(exc)) from exc
+            except _Unreplayable as exc:  # BackendInfo.unverified_fallback
+                why_unverified = f"its forward could not be recorded for the trusted executor ({exc})"
         if runs_here and not compile_only:
             findings.append(
                 Finding(
                     "unverified_execution",
-                    f"backend {candidate.backend!r} has no trusted kernels (backend_kernels): this candidate's forward ran, was checked "
-                    "and was timed in its own sandboxed process, whose launch counts and timings it could have changed",
+                    f"{why_unverified}: this candidate's forward ran, was checked and was timed in its own sandboxed process, "
+                    "whose launch counts and timings it could have changed",
                     Severity.WARNING,
                 )
             )
@@ -781,6 +789,10 @@ class Evaluator:
                 record = reply.get("record") if isinstance(reply.get("record"), dict) else {}
                 if record.get("status") == "unavailable":
                     return Finding("not_run", f"{record.get('message', 'this machine cannot build it')}; not the candidate's fault")
+                if record.get("retry"):
+                    # Unfinished (a timeout): a compile error now, built again next time.
+                    message = str(record.get("message", "kz's builder did not finish the build"))[:2000]
+                    return Finding("compile_error", f"{message}; kz's builder did not finish it, so nothing of it is shared and a later evaluation builds it again")
                 # Nothing of the build may still run while its folder is checked and moved
                 # (a compiler driven by the candidate's flags could swap a file for a link).
                 builder.kill()
@@ -838,6 +850,9 @@ class Evaluator:
                 return self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
             plans, constants, unreplayable = self._received_plans(reply)
             if unreplayable is not None:
+                info = self.backends.get(candidate.backend)
+                if unreplayable.check == "not_replayable" and info is not None and info.unverified_fallback:
+                    raise _Unreplayable(unreplayable.message.removeprefix("its forward cannot be replayed: "))
                 return self._finish(candidate, problem, findings + [unreplayable], started, timings=timings, environment=environment)
             # The executor builds the kernels and takes the plans before anything is run.
             prepare = {

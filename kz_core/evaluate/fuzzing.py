@@ -168,6 +168,11 @@ class FuzzSession:
         #: Examples are recorded in the candidate's process and replayed by a trusted
         #: executor (as ``kz eval`` does for backends with trusted kernels).
         self.verified = bool(info is not None and info.trusted_kernels and (self.evaluator.device != "cpu" or info.runs_on_cpu))
+        #: A backend with ``unverified_fallback``: an example whose forward cannot be
+        #: recorded moves the session to its candidate's own process (as ``kz eval`` does).
+        self.fallback = bool(info is not None and info.unverified_fallback)
+        #: Why the session runs unverified after starting verified, if it does.
+        self.unverified = ""
 
     def __enter__(self) -> FuzzSession:
         return self
@@ -215,9 +220,10 @@ class FuzzSession:
         self._plans = set()
         return executor
 
-    def _verified_trials(self, example: FuzzExample, request: dict[str, Any]) -> dict[str, Any]:
+    def _verified_trials(self, example: FuzzExample, request: dict[str, Any]) -> dict[str, Any] | None:
         """Record a plan for the example's shapes (decoy values) in the candidate's
-        process, then replay it on the example in the executor."""
+        process, then replay it on the example in the executor; None when the forward
+        cannot be recorded and the backend falls back to running it unverified."""
         import json
         import secrets
 
@@ -232,6 +238,8 @@ class FuzzSession:
             if failure is not None or reply is None:
                 raise FuzzFailure(example, [failure] if failure is not None else [Finding("runtime_error", "no reply")])
             plans, constants, unreplayable = self.evaluator._received_plans(reply, required=key)
+            if unreplayable is not None and unreplayable.check == "not_replayable" and self.fallback:
+                return None
             if unreplayable is not None:
                 raise FuzzFailure(example, [unreplayable])
             added, failure = call_worker(executor, {"op": "add_plans", "plans": {key: (plans[key], constants[key])}}, config.run_timeout_s, "fuzz example")
@@ -270,9 +278,17 @@ class FuzzSession:
             hypothesis.reject()
         reference = {example.seed: reply["trial"]}
         self.examples_run += 1
-        if self.verified:
-            trials = self._verified_trials(example, request)
-        else:
+        trials = self._verified_trials(example, request) if self.verified else None
+        if self.verified and trials is None:
+            # The forward cannot be recorded (BackendInfo.unverified_fallback): this example
+            # and the rest run in the candidate's own process, whose recording worker goes.
+            self._release()
+            self.verified = False
+            self.unverified = "its forward could not be recorded for the trusted executor, so the examples ran in its own process"
+            from loguru import logger
+
+            logger.warning("{}/{} (unverified_execution): {}", self.problem.name, self.candidate.sample_id, self.unverified)
+        if trials is None:
             worker = self._loaded_worker()
             trials = _example_trials(worker, {**request, "op": "fuzz_trials", "examples": [attrs.asdict(example)]}, example, config.run_timeout_s, "candidate")
         findings, _, _, _ = judge_trials(

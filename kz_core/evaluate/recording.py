@@ -28,6 +28,26 @@ from torch.utils.weak import WeakIdKeyDictionary
 PLAN_VERSION = 1
 #: The recorder of the forward call being recorded in this process, if any.
 _active: list[Recorder] = []
+#: Tracers a backend adds (``TRACERS.append(factory)``): ``factory(recorder)`` is a context
+#: manager entered around every recorded forward call, for launches that do not pass
+#: through Python (``cuda_inline``'s C++ host code: ``kz_backend_cuda/inline_record.py``).
+TRACERS: list[Any] = []
+#: Whether this process records plans (a candidate worker of a backend with trusted
+#: kernels, from its first ``record`` request): a backend then runs the forward plainly,
+#: without tracing calls itself (a profiler would hold CUPTI, which a tracer needs).
+_records_plans = [False]
+
+
+def add_tracer(factory: Any) -> None:
+    """Enter ``factory(recorder)`` (a context manager) around every recorded forward call
+    of this process, once however often it is added (see :data:`TRACERS`)."""
+    if factory not in TRACERS:
+        TRACERS.append(factory)
+
+
+def records_plans() -> bool:
+    """Whether this process records plans (see :data:`_records_plans`)."""
+    return _records_plans[0]
 
 
 class NotReplayable(Exception):
@@ -101,10 +121,16 @@ class _Held:
     referenced weakly is kept, as before.
     """
 
-    __slots__ = ("ref", "_weak", "_strong")
+    __slots__ = ("ref", "start", "end", "origin", "_weak", "_strong")
 
     def __init__(self, ref: tuple[str, int], tensor: torch.Tensor):
         self.ref = ref
+        #: The storage's bytes ``[start, end)`` and the address of the tensor ``ref`` names
+        #: (a view's first element): what a raw pointer into this storage is relative to.
+        self.start = self.end = self.origin = 0
+        with contextlib.suppress(RuntimeError, NotImplementedError):
+            storage = tensor.untyped_storage()
+            self.start, self.end, self.origin = storage.data_ptr(), storage.data_ptr() + storage.nbytes(), tensor.data_ptr()
         self._strong: torch.Tensor | None = None
         try:
             from torch.multiprocessing.reductions import StorageWeakRef
@@ -159,6 +185,8 @@ class Recorder(TorchDispatchMode):
         self.max_constant_bytes = max_constant_bytes
         self.constant_bytes = 0
         self.suspended = 0
+        #: Depth of torch operators running now (kernels they launch are torch's own).
+        self.in_op = 0
         # The tensors of the call, by identity and by storage, held weakly (_Held): an
         # entry goes when its tensor does, so an identity or an address reused later in
         # the call is never taken for the tensor that had it.
@@ -188,6 +216,23 @@ class Recorder(TorchDispatchMode):
             del self._storages[key]  # freed during the call: the address is someone else's now
             return None
         return held.ref
+
+    def pointer(self, address: int) -> tuple[list[Any], int] | None:
+        """The tensor a raw device address points into, as ``(reference, offset)``: the
+        offset in bytes from that tensor's first element; None when no live tensor of the
+        call holds it. An address one past a storage's end counts as that storage's when
+        no storage starts there."""
+        if not address:
+            return None
+        past_end = None
+        for key, held in list(self._storages.items()):
+            if not held.end or not held.alive():
+                continue
+            if held.start <= address < held.end:
+                return list(held.ref), address - held.origin
+            if address == held.end and key[0] != "cpu":
+                past_end = (list(held.ref), address - held.origin)
+        return past_end
 
     def _describe_input(self, index: int, value: Any) -> dict[str, Any]:
         if isinstance(value, torch.Tensor):
@@ -307,7 +352,11 @@ class Recorder(TorchDispatchMode):
                 return implementation(*args, **kwargs)
         encoded_args = self.encode(list(args))
         encoded_kwargs = {key: self.encode(value) for key, value in kwargs.items()}
-        output = func(*args, **kwargs)
+        self.in_op += 1
+        try:
+            output = func(*args, **kwargs)
+        finally:
+            self.in_op -= 1
         name = func._schema.name.split("::", 1)[1]
         self.steps.append(
             {"kind": "op", "op": ["aten", name, func._overloadname], "args": encoded_args, "kwargs": encoded_kwargs, "out": self._bind_outputs(output)}
@@ -333,6 +382,11 @@ class Recorder(TorchDispatchMode):
             }
         )
 
+    def add_launch(self, backend: str, kernel: dict[str, Any], grid: Sequence[int], args: list[Any], options: dict[str, Any]) -> None:
+        """Record one launch whose arguments are already plan data (a tracer's, which read
+        them from the driver: raw bytes, and references for the pointers among them)."""
+        self.steps.append({"kind": "kernel", "backend": backend, "kernel": kernel, "grid": [int(g) for g in grid], "args": args, "options": options})
+
     def call(self, forward: Any, inputs: Sequence[Any]) -> Any:
         """``forward(*inputs)`` with every torch operation and kernel launch recorded."""
         import threading
@@ -341,8 +395,12 @@ class Recorder(TorchDispatchMode):
         self._stream = _current_stream()
         _active.append(self)
         try:
-            with self:
-                return forward(*inputs)
+            with contextlib.ExitStack() as tracers:
+                for factory in TRACERS:
+                    tracers.enter_context(factory(self))
+                with self:
+                    output = forward(*inputs)
+            return output
         finally:
             _active.remove(self)
 

@@ -387,6 +387,9 @@ class WorkerProcess:
             env[builds.DEFER_ENV] = "1"
         elif role == "executor":
             env["KZ_CACHE_DIR"] = str(cache_dir())
+            from kz_core.evaluate import builds
+
+            env[builds.SHARED_ENV] = str(cache_dir() / builds.FOLDER)  # read there (kernels of shared builds)
         elif zygote is not None:  # a sandboxed reference worker: caches of its own
             env["KZ_CACHE_DIR"] = str(self.scratch / "cache")
             env["TORCHINDUCTOR_CACHE_DIR"] = str(self.scratch / "inductor-cache")

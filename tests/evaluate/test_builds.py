@@ -128,3 +128,43 @@ def test_a_build_deferred_again_once_made_is_not_the_candidates_fault(monkeypatc
         reply, finding = evaluator._load(None, Candidate("1_vector_add", "cuda_inline", "", "again"), problem)
     assert reply is None and finding.check == "not_run" and "not the candidate's fault" in finding.message
     assert loads == ["load", "load"] and len(builds) == 1  # built once, then the repeat is seen
+
+
+def test_a_build_the_builder_did_not_finish_is_never_shared(tmp_path, monkeypatch):
+    """Written against the version before: a build cut by its timeout (a busy machine) left
+    a folder without a record, which was moved into the shared folder all the same; the
+    candidate's worker, finding no finished build under the key, deferred it again and got
+    "not_run ... the two processes described the toolchain differently", and so did every
+    later candidate with those sources, since a key that exists is never built again. Now
+    it is the candidate's compile_error (as a timeout in its own process was), nothing is
+    shared, and the next evaluation builds it."""
+    monkeypatch.setenv("KZ_CACHE_DIR", str(tmp_path / "cache"))
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate import evaluator as evaluator_module
+
+    replies = iter([{"identity": {"toolchain": "fake"}}, {"record": {"status": "failed", "message": "the build ran past 150 s", "retry": True}}])
+    monkeypatch.setattr(evaluator_module, "call_worker", lambda worker, request, timeout, stage: (next(replies), None))
+    problem = Problem("1_vector_add", (REPO / "examples" / "problems" / "1_vector_add.py").read_text())
+    with Evaluator([problem], eval_config("eval.workers=1")) as evaluator:
+        finding = evaluator._build_one("cuda_inline", {"name": "ext", "cuda_sources": ["..."]})
+        shared = evaluator._shared_builds.root
+    assert finding is not None and finding.check == "compile_error", finding
+    assert "ran past 150 s" in finding.message and "builds it again" in finding.message
+    assert not (shared / "cuda_inline").exists() or not any((shared / "cuda_inline").iterdir())
+
+
+def test_the_inline_builder_marks_an_unfinished_build(monkeypatch, tmp_path):
+    from kz_backend_cuda import inline_build
+
+    tools = inline_build.Toolchain("/usr/local/cuda", "13.0", "9.0", "13.0")
+    monkeypatch.setattr(inline_build, "toolchain", lambda device: tools)
+
+    def cut(*args, **kwargs):
+        raise inline_build.InlineBuildError("load_inline: building extension 'ext' ran past the cuda_inline build timeout")
+
+    monkeypatch.setattr(inline_build, "build_into", cut)
+    monkeypatch.setattr(inline_build, "USE_PRELUDE", False)
+    record = inline_build.build_shared({"name": "ext", "cuda_sources": ["..."]}, str(tmp_path), "cuda:0")
+    assert record["status"] == "failed" and record["retry"] is True
+    monkeypatch.setattr(inline_build, "build_into", lambda *a, **k: (_ for _ in ()).throw(inline_build.InlineBuildError("no nvcc", unavailable=True)))
+    assert "retry" not in inline_build.build_shared({"name": "ext"}, str(tmp_path), "cuda:0")

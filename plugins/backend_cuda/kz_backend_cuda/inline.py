@@ -19,6 +19,7 @@ Runs only inside worker processes.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import time
 import types
@@ -28,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from kz_core import Candidate, CompileFailure, CompiledCandidate, Verdict, model_new_class, syntax_failure
+from kz_core import Candidate, CompileFailure, CompiledCandidate, Verdict, model_new_class, shared_build, syntax_failure
 
 from kz_backend_cuda import inline_build
 from kz_backend_cuda.compile import candidate_line
@@ -51,6 +52,8 @@ class InlineExtension:
     :ivar cached: whether the build came from the cache.
     :ivar note: why a ``checked`` extension was not linked.
     :ivar path: how it was built (``light``, ``prelude`` or ``plain``: ``BuildRecord.path``).
+    :ivar key: its key in the shared folder of kz's trusted builds, when it was loaded
+        from there (``kz_core/evaluate/builds.py``): where the executor finds its kernels.
     """
 
     name: str
@@ -60,6 +63,7 @@ class InlineExtension:
     cached: bool
     note: str = ""
     path: str = ""
+    key: str = ""
 
 
 #: Every extension loaded in this process, newest last.
@@ -187,6 +191,10 @@ def load_inline(
         source, line = source_location(arguments, record.source_file, record.line)
         raise InlineCompileError(CompileFailure(message=record.message, log=record.log, verdict=Verdict.COMPILE_ERROR, line=line), source)
     kernels = tuple(kernel for source in _sources(arguments["cuda_sources"]) for kernel in declared_kernels(source))
+    key = ""
+    shared = shared_build(INLINE_BACKEND, arguments, inline_build.identity(tools))
+    if record.status == "built" and shared is not None and Path(record.library).resolve().is_relative_to(shared.resolve()):
+        key = shared.name
     if record.status == "checked":
         module: Any = UnloadedExtension(name, f"{record.message}; it runs only where torch has CUDA")
     elif is_python_module:
@@ -195,13 +203,65 @@ def load_inline(
             raise InlineCompileError(CompileFailure(message=f"load_inline: cannot load the built library {record.library}"))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+        _register_arguments(module)
     else:
         import torch
 
         torch.ops.load_library(record.library)
         module = record.library
-    EXTENSIONS.append(InlineExtension(name, kernels, record.status, record.seconds, record.cached, record.message if record.status == "checked" else "", record.path))
+    EXTENSIONS.append(InlineExtension(name, kernels, record.status, record.seconds, record.cached, record.message if record.status == "checked" else "", record.path, key))
     return module
+
+
+def _register_arguments(module: Any) -> None:
+    """Wrap each function of a loaded extension so that, while a forward call is recorded,
+    the tensors it is given are known to the recorder (a weight passed to C++ is never seen
+    by torch's dispatcher, yet its kernels read it: ``inline_record.py`` finds pointers
+    into it)."""
+    from kz_core import recording_active
+
+    def register(value: Any, recorder: Any) -> None:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            recorder.ref(value)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                register(item, recorder)
+
+    def wrap(function: Any) -> Any:
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            recorder = recording_active()
+            if recorder is not None and not recorder.suspended:
+                register([*args, *kwargs.values()], recorder)
+            return function(*args, **kwargs)
+
+        return call
+
+    for attribute in dir(module):
+        value = getattr(module, attribute, None)
+        if not attribute.startswith("_") and callable(value) and not isinstance(value, type):
+            setattr(module, attribute, wrap(value))
+
+
+def _tracer(recorder: Any) -> Any:
+    """The launch tracer of a recorded call (``recording.TRACERS``): the current
+    candidate's extensions' declared kernels and shared builds."""
+    import contextlib
+
+    import torch
+
+    # Only a GPU recording is traced (a process that compiled a candidate for a CPU, such
+    # as a test run, may record other forwards later).
+    if _state.get("traced") is None or not str(_state.get("device", "")).startswith("cuda") or not torch.cuda.is_initialized():
+        return contextlib.nullcontext()
+    from kz_backend_cuda.inline_record import tracing
+
+    first = _state["traced"]
+    extensions = EXTENSIONS[first:]
+    kernels = [kernel for extension in extensions for kernel in extension.kernels]
+    return tracing(recorder, kernels, [extension.key for extension in extensions if extension.key])
 
 
 def install() -> None:
@@ -249,6 +309,11 @@ def compile_candidate(candidate: Candidate, device: str, workdir: Path) -> Compi
     if isinstance(model_class, CompileFailure):
         return model_class
     FIRST_EXTENSION[name] = first
+    # Its forward's launches are traced when it is recorded for the trusted executor.
+    from kz_core import add_tracer
+
+    _state["traced"] = first
+    add_tracer(_tracer)
     notes = (describe(EXTENSIONS[first:], inline_build.toolchain(device)),)
     return CompiledCandidate(backend=INLINE_BACKEND, model_class=model_class, namespace=vars(module), notes=notes)
 

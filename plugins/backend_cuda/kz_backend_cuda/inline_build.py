@@ -623,7 +623,11 @@ def build_shared(arguments: dict[str, Any], folder: str, device: str) -> dict[st
             prelude = shared_build(INLINE_BACKEND, prelude_arguments(arguments), identity(tools)) if USE_PRELUDE else None
             record = build_into(Path(folder), arguments, tools, BUILD_TIMEOUT_S, read_prelude(prelude))
     except InlineBuildError as exc:
-        return attrs.asdict(BuildRecord("unavailable" if exc.unavailable else "failed", message=exc.message, log=exc.log))
+        if exc.unavailable:
+            return attrs.asdict(BuildRecord("unavailable", message=exc.message, log=exc.log))
+        # It did not finish (past its time on a busy machine, or the child died): nothing
+        # of it may be shared, or its key would name an unfinished folder for good.
+        return {**attrs.asdict(BuildRecord("failed", message=exc.message, log=exc.log)), "retry": True}
     return attrs.asdict(record)
 
 

@@ -31,6 +31,61 @@ INLINE_EXAMPLES = sorted(path.stem for path in (EXAMPLES / "cuda_inline").glob("
 BUILD_PROBLEM = toolchain("cuda:0").problem
 needs_build = pytest.mark.skipif(bool(BUILD_PROBLEM), reason=BUILD_PROBLEM or "-")
 BROKEN = (EXAMPLES / "cuda_inline" / "1_vector_add.py").read_text().replace("out[i] = a[i] + b[i];", "out[i] = a[i] + c[i];")
+#: The honest vector add, whose process forges the clock it could time itself with (through
+#: an alias, which the static checks do not follow).
+FORGED_CLOCK = (EXAMPLES / "cuda_inline" / "1_vector_add.py").read_text() + """
+
+_event = torch.cuda.Event
+_event.elapsed_time = lambda self, end: 1e-6  # every event interval: a nanosecond
+"""
+#: An honest kernel that keeps a workspace from one call to the next (a static tensor of its
+#: C++ code, allocated on the first call): a plan cannot point at memory the recorded call
+#: did not get from torch, so it runs unverified, and correct.
+KEPT_WORKSPACE = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+
+__global__ void set_scale_kernel(float* workspace, float scale) { workspace[0] = scale; }
+
+__global__ void scaled_relu_kernel(const float* x, float* out, const float* workspace, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { float v = x[i]; out[i] = (v > 0.0f ? v : 0.0f) * workspace[0]; }
+}
+
+torch::Tensor scaled_relu_cuda(torch::Tensor x, double scale) {
+    static torch::Tensor workspace;  // allocated once, reused by every call
+    if (!workspace.defined()) workspace = torch::empty({1}, x.options());
+    auto x_c = x.contiguous();
+    auto out = torch::empty_like(x_c);
+    auto stream = c10::cuda::getCurrentCUDAStream();
+    long long n = x_c.numel();
+    set_scale_kernel<<<1, 1, 0, stream>>>(workspace.data_ptr<float>(), (float)scale);
+    scaled_relu_kernel<<<(unsigned int)((n + 255) / 256), 256, 0, stream>>>(x_c.data_ptr<float>(), out.data_ptr<float>(), workspace.data_ptr<float>(), n);
+    return out;
+}
+"""
+
+module = load_inline(
+    name="kz_test_kept_workspace",
+    cpp_sources="torch::Tensor scaled_relu_cuda(torch::Tensor x, double scale);",
+    cuda_sources=cuda_source,
+    functions=["scaled_relu_cuda"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return module.scaled_relu_cuda(x, float(self.scale))
+'''
 
 
 def cheat_header(path: Path) -> dict[str, str]:
@@ -74,6 +129,8 @@ def inline_results(inline_evaluator):
     racy = REPO / "tests" / "cheats" / "cuda_inline" / "racy_kernel.py"
     candidates.append(Candidate("4_row_sum", "cuda_inline", racy.read_text(), "racy-again"))
     candidates.append(Candidate("1_vector_add", "cuda_inline", BROKEN, "broken"))
+    candidates.append(Candidate("1_vector_add", "cuda_inline", FORGED_CLOCK, "forged-clock"))
+    candidates.append(Candidate("2_scaled_relu", "cuda_inline", KEPT_WORKSPACE, "kept-workspace"))
     return {result.sample_id: result for result in inline_evaluator.evaluate(candidates)}
 
 
@@ -97,8 +154,32 @@ def test_examples_in_both_cuda_formats_are_correct(inline_results):
             assert result.runtime is not None and result.runtime.clock == "cuda_graph", result.runtime
             assert "eager" in result.speedups, result.findings
     for problem in INLINE_EXAMPLES:
-        notes = [f.message for f in inline_results[f"inline-{problem}"].findings if f.check == "backend"]
+        result = inline_results[f"inline-{problem}"]
+        notes = [f.message for f in result.findings if f.check == "backend"]
         assert notes and notes[0].startswith("load_inline: built and loaded"), notes
+        # Recorded through CUPTI and replayed by the executor from kz's own build.
+        assert "unverified_execution" not in [f.check for f in result.findings], result.findings
+
+
+@needs_build
+def test_a_clock_forged_in_the_candidates_process_times_nothing(inline_results):
+    """Before: a cuda_inline candidate was timed in its own process, whose CUDA events it
+    could rewrite (a nanosecond per call: a speedup in the thousands). Its launches are now
+    replayed and timed by the executor, which runs none of its host code."""
+    forged, honest = inline_results["forged-clock"], inline_results["inline-1_vector_add"]
+    assert forged.verdict is Verdict.CORRECT, forged.message
+    assert "unverified_execution" not in [f.check for f in forged.findings], forged.findings
+    assert forged.speedups["eager"] < 4 * max(honest.speedups["eager"], 1.0), (forged.speedups, honest.speedups)
+
+
+@needs_build
+def test_host_code_a_plan_cannot_describe_runs_unverified_and_correct(inline_results):
+    """An honest kernel whose launches read a workspace its C++ code keeps between calls is
+    not rejected: it runs in its own process as before, and its result says so."""
+    result = inline_results["kept-workspace"]
+    assert result.verdict is Verdict.CORRECT, result.message
+    warning = next(f for f in result.findings if f.check == "unverified_execution")
+    assert "GPU memory that no tensor of this call holds" in warning.message, warning.message
 
 
 @needs_build

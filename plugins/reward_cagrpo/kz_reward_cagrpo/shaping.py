@@ -130,6 +130,9 @@ class ShapedGroup:
     average: CorrectnessAverage
 
 
+#: The finding of a result whose forward ran and was timed in the candidate's own process.
+UNVERIFIED = "unverified_execution"
+
 def failure_reward(verdict: Verdict, settings: CagrpoSettings) -> float:
     """The reward of a failed sample, by verdict.
 
@@ -158,8 +161,13 @@ def measured_speedup(result: EvalResult, baseline: str) -> float | None:
     """The result's speedup against ``baseline`` when it is usable (finite, > 0), else None.
 
     CPU results never carry speedups; a missing, non-finite or non-positive value counts
-    as not measured.
+    as not measured, and so does the speedup of a result timed in the candidate's own
+    process (finding ``unverified_execution``: a ``cuda_inline`` forward that could not be
+    recorded for the trusted executor), which the candidate could have bent: taking that
+    route on purpose earns no speed term.
     """
+    if any(finding.check == UNVERIFIED for finding in result.findings):
+        return None
     speedup = result.speedups.get(baseline)
     if speedup is None or not math.isfinite(speedup) or speedup <= 0.0:
         return None

@@ -12,6 +12,7 @@ from kz_reward_cagrpo.settings import CagrpoSettings, Variant, settings_from_con
 from kz_reward_cagrpo.shaping import (
     CorrectnessAverage,
     failure_reward,
+    base_score,
     measured_speedup,
     shape_group,
     speed_term,
@@ -67,6 +68,22 @@ def test_unusable_speedups_count_as_not_measured(bad: float) -> None:
     assert measured_speedup(result(CORRECT, bad), "eager") is None
     assert measured_speedup(result(CORRECT, 3.0), "eager") == 3.0
     assert measured_speedup(result(CORRECT, 3.0), "compile") is None
+
+
+def test_a_speedup_timed_in_the_candidates_own_process_earns_no_speed_term() -> None:
+    """A cuda_inline forward that could not be recorded for the trusted executor ran and was
+    timed in its own process (unverified_execution), whose clock it could rewrite: correct
+    still counts, its speedup does not (a candidate taking that route on purpose gains no
+    speed reward)."""
+    import attrs
+
+    from kz_core.model import Finding, Severity
+
+    honest = result(CORRECT, 1000.0)
+    unverified = attrs.evolve(honest, findings=(Finding("unverified_execution", "timed in its own process", Severity.WARNING),))
+    assert measured_speedup(honest, "eager") == 1000.0
+    assert measured_speedup(unverified, "eager") is None
+    assert base_score(unverified, settings()) == base_score(honest, settings()) == 1.0
 
 
 # --- design A: group --------------------------------------------------------------------
