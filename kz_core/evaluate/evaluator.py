@@ -228,8 +228,11 @@ class Evaluator:
             cpu_budget_s=self.config.cpu_time_limit_s,
             executor_write_paths=tuple(str(cache_dir(create=True) / name) for name in shared),
             # Candidate workers read (never write) what executors compiled and what kz's
-            # builder built for them (kz_core/evaluate/builds.py).
-            read_paths=(*(str(cache_dir() / name) for name in shared), str(cache_dir() / BUILDS_FOLDER)),
+            # builder built for them (kz_core/evaluate/builds.py): a build by its key (the
+            # hash of its sources), with no listing of the folder, so that no candidate can
+            # find, and load as its own, a build of a sibling's sources.
+            read_paths=tuple(str(cache_dir() / name) for name in shared),
+            lookup_paths=(str(cache_dir() / BUILDS_FOLDER),),
             **common,
         )
         for name in (*shared, BUILDS_FOLDER):

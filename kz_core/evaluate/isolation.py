@@ -93,6 +93,8 @@ _SCOPE_SIGNAL = 1 << 1
 
 #: What a read-only path allows.
 READ_ACCESS = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+#: What a lookup-only folder allows: its files open by name, no folder beneath it listed.
+LOOKUP_ACCESS = FS_EXECUTE | FS_READ_FILE
 #: What a writable folder allows (everything but device nodes).
 WRITE_ACCESS = (
     READ_ACCESS | FS_WRITE_FILE | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_DIR | FS_MAKE_REG | FS_MAKE_SOCK
@@ -543,10 +545,13 @@ def _existing(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     return list(seen)
 
 
-def apply_landlock(read_paths: Sequence[str], write_paths: Sequence[str], device_paths: Sequence[str] = ()) -> int:
+def apply_landlock(
+    read_paths: Sequence[str], write_paths: Sequence[str], device_paths: Sequence[str] = (), lookup_paths: Sequence[str] = ()
+) -> int:
     """Confine this process (and its future children) with Landlock: ``read_paths`` are
     readable and executable, ``write_paths`` writable, ``device_paths`` (files) opened for
-    reading and writing; everything else is unreachable. TCP is refused (ABI 4) and
+    reading and writing, files under ``lookup_paths`` opened for reading by a name known
+    beforehand (no folder there can be listed); everything else is unreachable. TCP is refused (ABI 4) and
     signals and abstract Unix sockets stay inside the sandbox (ABI 6).
 
     :returns: the ABI applied (0 when the kernel has no Landlock; nothing was done).
@@ -567,6 +572,7 @@ def apply_landlock(read_paths: Sequence[str], write_paths: Sequence[str], device
         rules = [(p, READ_ACCESS) for p in _existing(read_paths)]
         rules += [(p, WRITE_ACCESS) for p in _existing(write_paths)]
         rules += [(p, DEVICE_ACCESS) for p in _existing(device_paths)]
+        rules += [(p, LOOKUP_ACCESS) for p in _existing(lookup_paths)]
         for path, access in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)

@@ -98,6 +98,9 @@ class SandboxSettings:
     processes: int = 512
     #: Folders a sandboxed worker may read beyond the system's (``isolation.system_read_paths``).
     read_paths: tuple[str, ...] = ()
+    #: Folders whose files a sandboxed worker may open by name but where it lists nothing
+    #: (kz's shared builds: a candidate finds its own by their key, never a sibling's).
+    lookup_paths: tuple[str, ...] = ()
     #: Folders an *executor* may write beyond its scratch folder (shared kernel caches).
     executor_write_paths: tuple[str, ...] = ()
 
@@ -323,6 +326,7 @@ def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str
         "read_paths": isolation.system_read_paths() + [str(scratch), *settings.read_paths],
         "write_paths": write,
         "device_paths": isolation.device_files(),
+        "lookup_paths": list(settings.lookup_paths),
         "limits": {
             "address_space_bytes": settings.address_space_bytes if device == "cpu" else 0,
             "file_size_bytes": settings.file_size_bytes,

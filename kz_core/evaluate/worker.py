@@ -146,7 +146,7 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
 
             writable = [str(self.scratch_root), "/dev/shm", f"/proc/{os.getpid()}/task"]
             readable = [*spec["read_paths"], *(p for p in spec["write_paths"] if p not in writable)]
-            isolation.apply_landlock(readable, writable, spec["device_paths"])
+            isolation.apply_landlock(readable, writable, spec["device_paths"], spec.get("lookup_paths", ()))
 
     def problem_module(self, problem: dict[str, Any]) -> Any:
         from kz_core.evaluate.execution import load_module

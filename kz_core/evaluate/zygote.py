@@ -150,7 +150,7 @@ def _run_worker(worker_sock: socket.socket, spec: dict[str, Any]) -> None:
         if spec.get("landlock"):
             # CUDA names its threads (/proc/self/task/N/comm) and fails to start without it.
             own_tasks = f"/proc/{os.getpid()}/task"
-            isolation.apply_landlock(spec["read_paths"], [*spec["write_paths"], own_tasks], spec["device_paths"])
+            isolation.apply_landlock(spec["read_paths"], [*spec["write_paths"], own_tasks], spec["device_paths"], spec.get("lookup_paths", ()))
         if spec.get("seccomp"):
             isolation.install_seccomp()
         worker.serve(worker_sock, preapplied_limits=True, sandbox=spec)

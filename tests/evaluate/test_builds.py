@@ -168,3 +168,41 @@ def test_the_inline_builder_marks_an_unfinished_build(monkeypatch, tmp_path):
     assert record["status"] == "failed" and record["retry"] is True
     monkeypatch.setattr(inline_build, "build_into", lambda *a, **k: (_ for _ in ()).throw(inline_build.InlineBuildError("no nvcc", unavailable=True)))
     assert "retry" not in inline_build.build_shared({"name": "ext"}, str(tmp_path), "cuda:0")
+
+
+@pytest.mark.triton
+@pytest.mark.skipif(not isolation.support().landlock_abi, reason="this kernel has no Landlock (the sandbox reports it and runs without)")
+def test_a_candidate_opens_a_build_by_its_key_and_cannot_list_its_siblings(tmp_path, monkeypatch):
+    """The cheat that defeated the version before (the shared folder readable whole): list
+    the shared builds, read a sibling's ``cuda.cu`` and ``load_inline`` those very sources,
+    which finds the sibling's build under their key and launches its kernel as the
+    candidate's own. Now the folder's files open only by name: a candidate finds its own
+    builds (it knows their key) and lists nothing there."""
+    monkeypatch.setenv("KZ_CACHE_DIR", str(tmp_path / "cache"))
+    from kz_core.evaluate import Evaluator
+
+    sibling = tmp_path / "cache" / "builds" / "cuda_inline" / ("b" * 40)
+    sibling.mkdir(parents=True)
+    (sibling / "cuda.cu").write_text("__global__ void siblings_kernel() {}")
+    probe = f'''
+
+def _probe():
+    import os
+    root = os.environ["KZ_SHARED_BUILDS"]
+    with open(os.path.join(root, "cuda_inline", "{sibling.name}", "cuda.cu")) as file:
+        assert "siblings_kernel" in file.read()  # a build opens by its key
+    for folder in (root, os.path.join(root, "cuda_inline"), os.path.join(root, "cuda_inline", "{sibling.name}")):
+        try:
+            found = os.listdir(folder)
+        except PermissionError:
+            continue
+        raise RuntimeError(f"listed {{folder}}: {{found}}")
+
+
+_probe()
+'''
+    honest = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
+    problem = Problem("1_vector_add", (REPO / "examples" / "problems" / "1_vector_add.py").read_text())
+    with Evaluator([problem], eval_config("eval.workers=1")) as evaluator:
+        [result] = evaluator.evaluate([Candidate("1_vector_add", "triton", honest + probe, "lister")])
+    assert result.verdict is Verdict.CORRECT, result.message
