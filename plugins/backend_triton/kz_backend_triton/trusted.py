@@ -99,8 +99,27 @@ def _fail(node: ast.AST | None, message: str) -> NoReturn:
     raise KernelExtractionError(message, getattr(node, "lineno", None))
 
 
+#: Inductor's library of ``@triton.jit`` helpers (``triton_helpers.maximum``,
+#: ``promote_to_tensor``, ``welford_combine``), part of torch: Inductor-generated kernels, as
+#: KernelBook and KernelLLM publish them, call it. Kernels may call its JIT functions and
+#: reach the Triton modules it names (``libdevice``, ``math as tl_math``), nothing else.
+INDUCTOR_HELPERS = "torch._inductor.runtime.triton_helpers"
+
+
 def _module_allowed(name: str) -> bool:
-    return name in ("triton", "math", "triton.language") or name.startswith("triton.language.")
+    return name in ("triton", "math", "triton.language", INDUCTOR_HELPERS) or name.startswith("triton.language.")
+
+
+def _is_jit_function(value: Any) -> bool:
+    """Whether ``value`` is a ``@triton.jit`` function (an ``InterpretedFunction`` under
+    ``TRITON_INTERPRET=1``)."""
+    from triton.runtime import JITFunction
+
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover - a Triton without its interpreter
+        return isinstance(value, JITFunction)
+    return isinstance(value, (JITFunction, InterpretedFunction))
 
 
 def _member(owner: types.ModuleType, attr: str) -> Any:
@@ -125,6 +144,9 @@ def _member(owner: types.ModuleType, attr: str) -> Any:
         origin = origin if isinstance(origin, str) else type(value).__module__
         nan = getattr(tl, "PropagateNan", None)  # an enum of Triton's C++ extension
         ok = origin.startswith("triton.language") or (nan is not None and (value is nan or isinstance(value, nan)))
+        # Inductor's helpers: its JIT functions only (not its plain Python functions, which
+        # switch drivers or read backend options).
+        ok = ok or (owner.__name__ == INDUCTOR_HELPERS and origin == INDUCTOR_HELPERS and _is_jit_function(value))
     if not ok:
         raise ValueError(f"{owner.__name__}.{attr} is not available to kernels")
     return value
@@ -199,10 +221,15 @@ class _Source:
     def _import(self, stmt: ast.Import | ast.ImportFrom) -> None:
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
-                if _module_allowed(alias.name):
+                root = alias.name.split(".")[0]
+                if _module_allowed(alias.name) and (alias.asname or _module_allowed(root)):  # never torch itself
                     module = importlib.import_module(alias.name)
-                    root = alias.name.split(".")[0]
                     self.bindings[alias.asname or root] = module if alias.asname else importlib.import_module(root)
+        elif stmt.level == 0 and stmt.module and not _module_allowed(stmt.module):
+            # ``from torch._inductor.runtime import triton_helpers``: only allowed modules bound
+            for alias in stmt.names:
+                if _module_allowed(f"{stmt.module}.{alias.name}"):
+                    self.bindings[alias.asname or alias.name] = importlib.import_module(f"{stmt.module}.{alias.name}")
         elif stmt.level == 0 and stmt.module and _module_allowed(stmt.module):
             module = importlib.import_module(stmt.module)
             for alias in (a for a in stmt.names if a.name != "*"):

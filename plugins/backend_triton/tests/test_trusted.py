@@ -329,6 +329,58 @@ def test_libdevice_imports_are_bound():
     assert "does_not_exist" not in g
 
 
+def test_inductors_triton_helpers_are_bound_and_only_their_jit_functions():
+    """Inductor-generated kernels (KernelBook, KernelLLM) call ``triton_helpers.maximum``
+    and ``tl_math.abs``: refused before (an honest kernel judged compile_error,
+    tests/honest/scaled_relu_inductor_helpers.py). Its plain Python functions (a driver
+    switch), its ``triton`` and anything of torch stay out of reach."""
+    kernels = extract("""
+        import torch
+        import triton
+        import triton.language as tl
+        from torch._inductor.runtime import triton_helpers
+        from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math, maximum
+        import torch._inductor.runtime.triton_helpers as th
+        import torch._inductor.runtime.triton_helpers
+
+        @triton.jit
+        def k(x_ptr, out_ptr, n, XBLOCK: tl.constexpr):
+            xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:]
+            xmask = xindex < n
+            tmp0 = tl.load(x_ptr + xindex, xmask)
+            tmp1 = triton_helpers.maximum(tl.full([1], 0, tl.int32), tmp0)
+            tmp2 = th.minimum(maximum(tmp1, tmp1), tl_math.abs(tmp0))
+            tl.store(out_ptr + xindex, tmp2, xmask)
+    """)
+    g = kernels["k"].fn.__globals__
+    assert g["triton_helpers"].__name__ == "torch._inductor.runtime.triton_helpers" and g["th"] is g["triton_helpers"]
+    assert g["tl_math"].__name__ == "triton.language.math" and g["libdevice"].__name__ == "triton.language.extra.libdevice"
+    assert "torch" not in g
+    x = torch.tensor([-2.0, -0.5, 0.0, 0.5, 3.0])
+    out = torch.empty_like(x)
+    kernels["k"][(1,)](x, out, x.numel(), XBLOCK=8)
+    assert torch.equal(out, torch.relu(x))
+    for attribute in ("set_driver_to_gpu", "get_backend_options", "triton", "warnings", "_log2"):
+        error = refused(f"""
+            import triton
+            from torch._inductor.runtime import triton_helpers
+
+            @triton.jit
+            def k(x):
+                return triton_helpers.{attribute}
+        """)
+        assert error.line == 7, (attribute, error)
+    error = refused("""
+        import triton
+        from torch._inductor.runtime.triton_helpers import set_driver_to_gpu
+
+        @triton.jit
+        def k(x):
+            set_driver_to_gpu()
+    """)
+    assert error.line == 7 and "'set_driver_to_gpu'" in str(error)
+
+
 BAD_BODIES = {
     "dunder_import": "y = __import__('os')",
     "dunder_class": "y = x.__class__",
@@ -478,6 +530,7 @@ import math
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
+from torch._inductor.runtime import triton_helpers
 
 CE = tl.constexpr(2)
 DTYPE = tl.float32
@@ -491,7 +544,7 @@ def helper(x, factor):
 def features(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(DTYPE)
-    tl.store(out_ptr + offs, helper(libdevice.tanh(x), CE) + math.pi, mask=offs < n)
+    tl.store(out_ptr + offs, helper(libdevice.tanh(triton_helpers.maximum(x, x)), CE) + math.pi, mask=offs < n)
 """
 
 GPU_SCRIPT = r"""
