@@ -56,7 +56,7 @@ from kz_core.evaluate.judge import (
     summary_message,
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
-from kz_core.evaluate.sandbox import SandboxSettings, executor_caches, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess
+from kz_core.evaluate.sandbox import COMPILE_TIMEOUT_ENV, SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess, executor_caches
 from kz_core.evaluate.timing import GRAPH_CLOCK, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.paths import scratch_root as new_scratch_root
@@ -219,6 +219,9 @@ class Evaluator:
             file_size_bytes=int(self.config.file_size_limit_mb) << 20,
             threads=1 if self.device == "cpu" else 4,
             tf32=bool(self.config.reference_tf32),
+            # What ends a compiling worker: backends that build (cuda_inline) stop their own
+            # builds before it, to report them as builds past their limit.
+            extra_env=((COMPILE_TIMEOUT_ENV, f"{self.config.compile_timeout_s:g}"),),
         )
         workers = self.config.workers or _default_workers(self.device)
         from kz_core.paths import cache_dir

@@ -188,6 +188,8 @@ def test_a_candidate_opens_a_build_by_its_key_and_cannot_list_its_siblings(tmp_p
 
 def _probe():
     import os
+    # The evaluator's compile timeout reaches its workers (backends' builds stop before it).
+    assert os.environ["KZ_COMPILE_TIMEOUT_S"] == "77", os.environ.get("KZ_COMPILE_TIMEOUT_S")
     root = os.environ["KZ_SHARED_BUILDS"]
     with open(os.path.join(root, "cuda_inline", "{sibling.name}", "cuda.cu")) as file:
         assert "siblings_kernel" in file.read()  # a build opens by its key
@@ -203,6 +205,6 @@ _probe()
 '''
     honest = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
     problem = Problem("1_vector_add", (REPO / "examples" / "problems" / "1_vector_add.py").read_text())
-    with Evaluator([problem], eval_config("eval.workers=1")) as evaluator:
+    with Evaluator([problem], eval_config("eval.workers=1", "eval.compile_timeout_s=77")) as evaluator:
         [result] = evaluator.evaluate([Candidate("1_vector_add", "triton", honest + probe, "lister")])
     assert result.verdict is Verdict.CORRECT, result.message

@@ -180,7 +180,7 @@ def load_inline(
     arguments = {key: _plain(value, key) for key, value in given.items()}
     tools = inline_build.toolchain(_state["device"])
     deadline = _state["deadline"]
-    timeout = inline_build.BUILD_TIMEOUT_S if deadline is None else deadline - time.monotonic()
+    timeout = inline_build.build_timeout_s() if deadline is None else deadline - time.monotonic()
     try:
         record = inline_build.build(arguments, tools, timeout)
     except inline_build.InlineBuildError as exc:
@@ -292,7 +292,7 @@ def compile_candidate(candidate: Candidate, device: str, workdir: Path) -> Compi
 
     install()
     first = len(EXTENSIONS)
-    _state.update(device=device, deadline=time.monotonic() + inline_build.BUILD_TIMEOUT_S)
+    _state.update(device=device, deadline=time.monotonic() + inline_build.build_timeout_s())
     name = f"kz_candidate_{candidate.content_hash[:16]}"
     try:
         module = load_module(candidate.code, name, str(workdir / "candidate.py"))

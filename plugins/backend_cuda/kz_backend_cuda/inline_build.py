@@ -16,7 +16,7 @@ arguments (strings and lists of strings: the sources, ``functions``, compiler fl
   In the evaluator's sandbox the kz cache of a candidate worker is its own scratch folder,
   so nothing built for one candidate is loaded by another (each builds afresh).
 - **timeout**: a child that runs past its time is killed with everything it started
-  (:data:`BUILD_TIMEOUT_S` per candidate) and the candidate gets ``compile_error``.
+  (:func:`build_timeout_s` per candidate) and the candidate gets ``compile_error``.
 - **architecture**: ``TORCH_CUDA_ARCH_LIST`` is the worker's GPU's (without one:
   ``$TORCH_CUDA_ARCH_LIST``, else ``$KZ_CUDA_ARCH``, else sm_90); the child never sees a
   GPU (``CUDA_VISIBLE_DEVICES=""``).
@@ -51,6 +51,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -68,11 +69,29 @@ import attrs
 from kz_core import cache_dir, defer_build, deferring_builds, replace_file, shared_build
 from kz_backend_cuda.checks import INLINE_BACKEND
 
-#: Wall-clock seconds all ``load_inline`` builds of one candidate may take together; a
-#: cold build of a small extension takes about a minute (most of it compiling torch's
-#: headers). Keep it below ``eval.compile_timeout_s`` (180 s by default), which ends the
-#: whole worker.
+#: Wall-clock seconds all ``load_inline`` builds of one candidate may take together where
+#: no evaluator says otherwise; a cold build of a small extension takes about a minute
+#: (most of it compiling torch's headers). In kz's workers: :func:`build_timeout_s`.
 BUILD_TIMEOUT_S = 150.0
+#: In kz's workers: the evaluator's ``eval.compile_timeout_s`` (kz_core/evaluate/sandbox.py).
+COMPILE_TIMEOUT_ENV = "KZ_COMPILE_TIMEOUT_S"
+#: Seconds of ``eval.compile_timeout_s`` kept beyond the builds (so that a build past its
+#: limit is reported as such, and the worker is not ended first).
+TIMEOUT_MARGIN_S = 30.0
+
+
+def build_timeout_s() -> float:
+    """Seconds all ``load_inline`` builds of one candidate may take together:
+    ``eval.compile_timeout_s`` (which ends the whole worker) less :data:`TIMEOUT_MARGIN_S`,
+    so that a slow or busy machine given a longer compile timeout gives builds longer too
+    (150 s with the default 180); :data:`BUILD_TIMEOUT_S` outside an evaluator's workers."""
+    try:
+        limit = float(os.environ.get(COMPILE_TIMEOUT_ENV, ""))
+    except ValueError:
+        return BUILD_TIMEOUT_S
+    if not math.isfinite(limit) or limit <= 0:
+        return BUILD_TIMEOUT_S
+    return max(limit - TIMEOUT_MARGIN_S, limit / 2)
 #: Compiler processes per build (ninja's ``-j``) unless ``$MAX_JOBS`` says otherwise.
 MAX_JOBS = 2
 #: The build's record in its folder: the outcome of the finished build.
@@ -618,10 +637,10 @@ def build_shared(arguments: dict[str, Any], folder: str, device: str) -> dict[st
         return attrs.asdict(BuildRecord("unavailable", message=tools.problem))
     try:
         if is_prelude(arguments):
-            record = build_prelude_into(Path(folder), arguments, tools, BUILD_TIMEOUT_S)
+            record = build_prelude_into(Path(folder), arguments, tools, build_timeout_s())
         else:
             prelude = shared_build(INLINE_BACKEND, prelude_arguments(arguments), identity(tools)) if USE_PRELUDE else None
-            record = build_into(Path(folder), arguments, tools, BUILD_TIMEOUT_S, read_prelude(prelude))
+            record = build_into(Path(folder), arguments, tools, build_timeout_s(), read_prelude(prelude))
     except InlineBuildError as exc:
         if exc.unavailable:
             return attrs.asdict(BuildRecord("unavailable", message=exc.message, log=exc.log))
@@ -658,7 +677,7 @@ def _run_build(request: dict[str, Any], folder: Path, tools: Toolchain, timeout_
         except BuildTimeout:
             raise InlineBuildError(
                 f"load_inline: building {what} ran past the cuda_inline build timeout "
-                f"(BUILD_TIMEOUT_S = {BUILD_TIMEOUT_S:g} s for all of a candidate's builds); killed after {max(timeout_s, 0):.1f} s",
+                f"({build_timeout_s():g} s for all of a candidate's builds: eval.compile_timeout_s less {TIMEOUT_MARGIN_S:g} s); killed after {max(timeout_s, 0):.1f} s",
                 log=readable_log(output.read_text(errors="replace"), folder)[-4000:],
             ) from None
         if not result.is_file():
@@ -786,7 +805,7 @@ def _child_prelude(prelude: dict[str, Any], folder: Path, cuda_home: str) -> Bui
         names = {}
         for name, include in (("extension", PRELUDE_HEADER), ("types", "torch/types.h")):
             done = subprocess.run(
-                [*shlex.split(compiler), "-E", "-P", "-x", "c++", *flags, "-"], input=f"#include <{include}>\n", capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+                [*shlex.split(compiler), "-E", "-P", "-x", "c++", *flags, "-"], input=f"#include <{include}>\n", capture_output=True, text=True, timeout=build_timeout_s()
             )
             if done.returncode != 0:
                 raise RuntimeError(f"preprocessing {include} failed: {readable_log(done.stderr, folder)[-2000:]}")
@@ -797,7 +816,7 @@ def _child_prelude(prelude: dict[str, Any], folder: Path, cuda_home: str) -> Bui
         if "clang" not in version.lower():
             # gcc: a precompiled header next to the copy is what #include <torch/extension.h> finds.
             done = subprocess.run(
-                [*shlex.split(compiler), "-x", "c++-header", str(copy), "-o", str(copy) + ".gch", *flags], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+                [*shlex.split(compiler), "-x", "c++-header", str(copy), "-o", str(copy) + ".gch", *flags], capture_output=True, text=True, timeout=build_timeout_s()
             )
             pch = done.returncode == 0
     except Exception as exc:  # noqa: BLE001 - torch's internals or the compiler: no prelude, plain builds

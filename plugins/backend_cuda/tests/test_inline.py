@@ -225,8 +225,18 @@ def test_a_build_past_the_timeout_is_a_compile_error_that_names_it(tmp_path, fak
     failure = compile_hook(SIMPLE, tmp_path)
     assert time.monotonic() - started < 30
     assert isinstance(failure, CompileFailure) and failure.verdict is Verdict.COMPILE_ERROR
-    assert "ran past the cuda_inline build timeout (BUILD_TIMEOUT_S = 1.5 s" in failure.message
+    assert "ran past the cuda_inline build timeout (1.5 s for all of a candidate's builds" in failure.message
     assert "kz_test_add" in failure.message and "compiling main.cpp" in failure.log
+
+
+def test_builds_end_before_the_evaluators_compile_timeout(monkeypatch):
+    """A slow or busy machine given a longer ``eval.compile_timeout_s`` gives builds longer
+    too (a cold build of torch's headers passed 150 s beside a loaded test suite)."""
+    monkeypatch.delenv(inline_build.COMPILE_TIMEOUT_ENV, raising=False)
+    assert inline_build.build_timeout_s() == inline_build.BUILD_TIMEOUT_S == 150
+    for given, expected in (("180", 150), ("900", 870), ("40", 20), ("junk", 150), ("0", 150), ("nan", 150)):
+        monkeypatch.setenv(inline_build.COMPILE_TIMEOUT_ENV, given)
+        assert inline_build.build_timeout_s() == expected, given
 
 
 def test_a_child_that_dies_without_a_result_is_reported(tmp_path, fake_child):
@@ -438,7 +448,10 @@ def test_kz_check_and_eval_on_a_cpu_compile_cuda_inline_and_say_it_did_not_run(t
     rows.append({"problem": "1_vector_add", "code": BROKEN, "backend": "cuda_inline", "sample_id": "broken"})
     candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
     # One worker: two cold builds at once on a small CI machine could pass the build timeout.
-    checked = kz("check", "--candidates", str(candidates), "--json", "eval.workers=1", cwd=tmp_path)
+    # A cold build of torch's headers takes a minute alone, and passed 150 s beside a loaded
+    # test suite: the builds get longer than by default (eval.compile_timeout_s less 30 s).
+    slow_machine = "eval.compile_timeout_s=900"
+    checked = kz("check", "--candidates", str(candidates), "--json", "eval.workers=1", slow_machine, cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     good, broken = [json.loads(line) for line in checked.stdout.splitlines()]
     if problem:
@@ -456,7 +469,7 @@ def test_kz_check_and_eval_on_a_cpu_compile_cuda_inline_and_say_it_did_not_run(t
     folder = tmp_path / "good"
     folder.mkdir()
     (folder / "1_vector_add.py").write_text(SIMPLE)
-    evaluated = kz("eval", "--candidates", str(folder), "--backend", "cuda_inline", "--device", "cpu", "--json", f"run.root={tmp_path}", "eval.workers=1", cwd=tmp_path)
+    evaluated = kz("eval", "--candidates", str(folder), "--backend", "cuda_inline", "--device", "cpu", "--json", f"run.root={tmp_path}", "eval.workers=1", slow_machine, cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr
     [result] = [json.loads(line) for line in (tmp_path / "eval-good" / "results.jsonl").read_text().splitlines()]
     assert result["verdict"] == "runtime_error"
