@@ -56,9 +56,17 @@ def test_eval_writes_results_and_a_summary_then_reuses_the_journal(tmp_path):
 @pytest.mark.triton
 @pytest.mark.slow
 def test_eval_table_and_a_folder_of_candidates(tmp_path):
-    completed = kz("eval", "--candidates", str(EXAMPLE_CANDIDATES / "triton"), "--device", "cpu", f"run.root={tmp_path}", "eval.workers=2", cwd=tmp_path)
+    # Two of the examples (all six are judged in tests/evaluate/test_cheats.py): a folder of
+    # <problem>.py files, each its problem's candidate.
+    folder = tmp_path / "candidates"
+    folder.mkdir()
+    for name in ("1_vector_add.py", "4_row_sum.py"):
+        (folder / name).write_text((EXAMPLE_CANDIDATES / "triton" / name).read_text())
+    completed = kz("eval", "--candidates", str(folder), "--device", "cpu", f"run.root={tmp_path}", "eval.workers=2", cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr
     assert "pass rate" in completed.stdout and "100.0%" in completed.stdout
+    results = [json.loads(line) for line in (tmp_path / "eval-candidates" / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["problem"] for r in results) == ["1_vector_add", "4_row_sum"]
     assert "not measured" in completed.stdout  # no speedups on a CPU
 
 
