@@ -36,8 +36,11 @@ demo: $(STAMP)
 	$(VENV)/bin/kz train --preset demo $(DEMO_ARGS)
 
 # The suite in parallel (pytest-xdist), whole files per worker; TEST_WORKERS=0 runs it in
-# one process. Two workers on two cores (three ran faster but were seen to fail a test once).
-TEST_WORKERS ?= 2
+# one process. Three workers on two cores: with two, the cores were partly idle (tests wait
+# on the processes they start); three took 917 s of pytest where two took 1,043 s, all
+# passing (one failure seen once with three earlier: a cold nvcc build past its fixed
+# 150 s, which now follows eval.compile_timeout_s, raised in that test).
+TEST_WORKERS ?= 3
 test: $(STAMP)
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
