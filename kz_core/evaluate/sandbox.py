@@ -312,8 +312,9 @@ def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str
     candidate = role == "candidate"
     # /dev/shm: torch's CUDA IPC keeps the reference count of a shared GPU tensor there
     # (executors share outputs with reference workers; so do candidate workers of
-    # backends without trusted kernels).
-    write = [str(scratch), "/dev/shm"]
+    # backends without trusted kernels). Only on a GPU: nothing on a CPU needs it, and a
+    # file left there outlives the run and takes the machine's memory (it is a tmpfs).
+    write = [str(scratch), *(["/dev/shm"] if device.startswith("cuda") else [])]
     if role == "executor":
         write += list(settings.executor_write_paths)
     return {

@@ -144,7 +144,8 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
         if spec and spec.get("landlock"):
             from kz_core.evaluate import isolation
 
-            writable = [str(self.scratch_root), "/dev/shm", f"/proc/{os.getpid()}/task"]
+            shm = ["/dev/shm"] if "/dev/shm" in spec["write_paths"] else []  # a GPU's CUDA IPC
+            writable = [str(self.scratch_root), *shm, f"/proc/{os.getpid()}/task"]
             readable = [*spec["read_paths"], *(p for p in spec["write_paths"] if p not in writable)]
             isolation.apply_landlock(readable, writable, spec["device_paths"], spec.get("lookup_paths", ()))
 

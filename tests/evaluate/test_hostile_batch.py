@@ -131,29 +131,39 @@ def test_isolation_is_reported(example_problems):
 
 
 def test_the_sandbox_keeps_the_parents_files_out_of_reach(example_problems, tmp_path, monkeypatch):
-    """A candidate cannot read a file of the caller's, nor write beside it (with Landlock)."""
+    """A candidate cannot read a file of the caller's, nor write beside it (with Landlock);
+    on a CPU it cannot write /dev/shm either (a tmpfs: a file left there outlives the run
+    and holds the machine's memory; before, the cheat poison_shared_files left its
+    sitecustomize.py there)."""
+    import uuid
+
     from kz_core.evaluate.isolation import support
 
     if not support().landlock_abi:
         pytest.skip("this kernel has no Landlock")
     secret = tmp_path / "secret.txt"
     secret.write_text("kz secret")
+    shm = Path("/dev/shm") / f"kz-probe-{uuid.uuid4().hex}"
     probe = in_forward(
         "readable = writable = False\n"
         "try:\n"
         f"    readable = 'kz secret' in open({str(secret)!r}).read()\n"
         "except OSError:\n"
         "    pass\n"
-        "try:\n"
-        f"    open({str(tmp_path / 'planted.txt')!r}, 'w').write('x')\n"
-        "    writable = True\n"
-        "except OSError:\n"
-        "    pass\n"
+        f"for path in ({str(tmp_path / 'planted.txt')!r}, {str(shm)!r}):\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "        writable = True\n"
+        "    except OSError:\n"
+        "        pass\n"
         "if readable or writable:\n"
         "    return a * 0"
     )
-    with Evaluator(example_problems, eval_config()) as evaluator:
-        result = evaluator.evaluate([Candidate("1_vector_add", "triton", probe)])[0]
-    assert result.verdict is Verdict.CORRECT, f"the candidate reached the caller's files: {result.message}"
-    assert not (tmp_path / "planted.txt").exists()
+    try:
+        with Evaluator(example_problems, eval_config()) as evaluator:
+            result = evaluator.evaluate([Candidate("1_vector_add", "triton", probe)])[0]
+        assert result.verdict is Verdict.CORRECT, f"the candidate reached the caller's files or /dev/shm: {result.message}"
+        assert not (tmp_path / "planted.txt").exists() and not shm.exists()
+    finally:
+        shm.unlink(missing_ok=True)
     assert Path(secret).read_text() == "kz secret"
