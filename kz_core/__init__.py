@@ -43,6 +43,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "records_plans": ("kz_core.evaluate.recording", "records_plans"),
     "NotReplayable": ("kz_core.evaluate.recording", "NotReplayable"),
     "shared_folder": ("kz_core.evaluate.builds", "shared_folder"),
+    "COMPILE_TIMEOUT_ENV": ("kz_core.evaluate.builds", "COMPILE_TIMEOUT_ENV"),
     # Source text helpers
     "parse_source": ("kz_core.source", "parse"),
     "source_functions": ("kz_core.source", "functions"),

@@ -35,6 +35,10 @@ from typing import Any
 
 #: In candidate workers: the shared folder of finished builds (read-only there).
 SHARED_ENV = "KZ_SHARED_BUILDS"
+#: In every worker of an evaluator: its ``eval.compile_timeout_s``, the seconds a compile
+#: (a candidate's load, kz's builder) may take before the worker is ended; a backend that
+#: builds stops its builds before it.
+COMPILE_TIMEOUT_ENV = "KZ_COMPILE_TIMEOUT_S"
 #: In candidate workers: "1" when a missing build is deferred to the trusted builder.
 DEFER_ENV = "KZ_DEFER_BUILDS"
 #: The shared folder's name under the kz cache.

@@ -40,7 +40,7 @@ from loguru import logger
 from kz_core.config import EvalConfig, check_section, to_container
 from kz_core.errors import KzError
 from kz_core.evaluate.calls import call_worker, problem_payload
-from kz_core.evaluate.builds import FOLDER as BUILDS_FOLDER, SharedBuilds, publish, shared_key, validate_deferred
+from kz_core.evaluate.builds import COMPILE_TIMEOUT_ENV, FOLDER as BUILDS_FOLDER, SharedBuilds, publish, shared_key, validate_deferred
 from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import Journal, result_key
 from kz_core.evaluate.memory import MemoryBudget, budget_bytes, is_gpu_oom
@@ -56,7 +56,7 @@ from kz_core.evaluate.judge import (
     summary_message,
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
-from kz_core.evaluate.sandbox import COMPILE_TIMEOUT_ENV, SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess, executor_caches
+from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess, executor_caches
 from kz_core.evaluate.timing import GRAPH_CLOCK, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.paths import scratch_root as new_scratch_root

@@ -105,11 +105,6 @@ class SandboxSettings:
     executor_write_paths: tuple[str, ...] = ()
 
 
-#: In every worker of an evaluator: its ``eval.compile_timeout_s``, the seconds a compile
-#: (a candidate's load, kz's builder) may take before the worker is ended.
-COMPILE_TIMEOUT_ENV = "KZ_COMPILE_TIMEOUT_S"
-
-
 def scrubbed_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The parent's environment reduced to :data:`ENV_ALLOWLIST` and what the backends let
     through (``BackendInfo.passthrough``), minus secret-looking names."""

@@ -66,15 +66,13 @@ from typing import Any
 
 import attrs
 
-from kz_core import cache_dir, defer_build, deferring_builds, replace_file, shared_build
+from kz_core import COMPILE_TIMEOUT_ENV, cache_dir, defer_build, deferring_builds, replace_file, shared_build
 from kz_backend_cuda.checks import INLINE_BACKEND
 
 #: Wall-clock seconds all ``load_inline`` builds of one candidate may take together where
 #: no evaluator says otherwise; a cold build of a small extension takes about a minute
 #: (most of it compiling torch's headers). In kz's workers: :func:`build_timeout_s`.
 BUILD_TIMEOUT_S = 150.0
-#: In kz's workers: the evaluator's ``eval.compile_timeout_s`` (kz_core/evaluate/sandbox.py).
-COMPILE_TIMEOUT_ENV = "KZ_COMPILE_TIMEOUT_S"
 #: Seconds of ``eval.compile_timeout_s`` kept beyond the builds (so that a build past its
 #: limit is reported as such, and the worker is not ended first).
 TIMEOUT_MARGIN_S = 30.0

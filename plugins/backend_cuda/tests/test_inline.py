@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from kz_core import COMPILE_TIMEOUT_ENV
 from kz_core.backend import CompiledCandidate, CompileFailure
 from kz_core.model import Candidate, Verdict
 from kz_core.plugins import get_plugin_manager
@@ -232,10 +233,10 @@ def test_a_build_past_the_timeout_is_a_compile_error_that_names_it(tmp_path, fak
 def test_builds_end_before_the_evaluators_compile_timeout(monkeypatch):
     """A slow or busy machine given a longer ``eval.compile_timeout_s`` gives builds longer
     too (a cold build of torch's headers passed 150 s beside a loaded test suite)."""
-    monkeypatch.delenv(inline_build.COMPILE_TIMEOUT_ENV, raising=False)
+    monkeypatch.delenv(COMPILE_TIMEOUT_ENV, raising=False)
     assert inline_build.build_timeout_s() == inline_build.BUILD_TIMEOUT_S == 150
     for given, expected in (("180", 150), ("900", 870), ("40", 20), ("junk", 150), ("0", 150), ("nan", 150)):
-        monkeypatch.setenv(inline_build.COMPILE_TIMEOUT_ENV, given)
+        monkeypatch.setenv(COMPILE_TIMEOUT_ENV, given)
         assert inline_build.build_timeout_s() == expected, given
 
 
