@@ -386,6 +386,7 @@ class CandidateOps:
             "timed_outputs": outputs,
             "compute_ops": torch_compute_ops(timed.torch_ops),
             "retire": timed.dirty,
+            "disagreement": timed.disagreement,
         }
 
     def op_release(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -19,12 +19,12 @@ replace both for every floating dtype.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from kz_core.model import Finding, Tolerance
+from kz_core.model import Finding, Severity, Tolerance
 
 #: Documented default: about a few units in the last place of each format's precision,
 #: allowing for a different summation order than the reference.
@@ -236,3 +236,42 @@ def compare_outputs(
                 # A plugin's findings are wrong-output findings: reported as mismatch.<check>.
                 findings += [Finding(f"mismatch.{f.check}", f"{where}: {f.message}", f.severity, f.line) for f in group]
     return findings, max_abs, max_rel
+
+
+def agreement(table: str = "default", atol: float = -1.0, rtol: float = -1.0) -> Callable[[Any, Any], str]:
+    """A check that a later call's output agrees with an earlier call's on the same inputs,
+    within the tolerance of each output's dtype (not bitwise: a kernel summing with atomics
+    may round differently every call). The check returns ``""`` when they agree, else why not.
+
+    Timing uses it on every timed call (``kz_core.evaluate.timing``): only a call's first
+    output on each input set goes to be compared with the reference, and the rest must
+    agree with it, so a kernel that works on some calls only is found out on the others.
+    """
+
+    def leaves(value: Any) -> tuple[str, list[Any]]:
+        if isinstance(value, (tuple, list)):
+            return f"{type(value).__name__}[{len(value)}]", list(value)
+        return "tensor", [value]
+
+    def same(first: Any, later: Any) -> str:
+        structure, wanted = leaves(first)
+        other, got = leaves(later)
+        if other != structure:
+            return f"it returned {other}, on the same inputs before {structure}"
+        for index, (want, value) in enumerate(zip(wanted, got)):
+            label = "output" if len(wanted) == 1 else f"output {index}"
+            if type(want) is torch.Tensor:
+                found, _, _ = compare(want, value, tolerance_for(want.dtype, table, atol, rtol), label)
+                errors = [f for f in found if f.severity is Severity.ERROR]
+                if errors:
+                    return errors[0].message
+            elif type(value) is torch.Tensor or repr(value) != repr(want):
+                return f"{label} is {_short(value)}, on the same inputs before {_short(want)}"
+        return ""
+
+    return same
+
+
+def _short(value: Any) -> str:
+    text = f"a tensor {tuple(value.shape)}" if isinstance(value, torch.Tensor) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1194,6 +1194,9 @@ class Evaluator:
             "decoys": list(self.seeds.decoys),
             "settings": attrs.asdict(settings),
             "share": reference.on_device,
+            # Every timed call must agree with the first on the same inputs, which is
+            # compared with the reference (only an executor's check is the evaluator's own).
+            "agree": {"table": self.config.tolerance, "atol": self.config.atol, "rtol": self.config.rtol},
         }
         with self._gpu.exclusive():
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "timing")
@@ -1213,6 +1216,8 @@ class Evaluator:
         )
         if drift:
             return reply, drift[0]
+        if reply["disagreement"]:
+            return reply, Finding("state_drift", f"a timed call's output changed between calls on the same inputs: {reply['disagreement'][:400]}")
         if reply.get("compute_ops"):
             ops = ", ".join(reply["compute_ops"][:8])
             message = f"torch computed in the timed calls, captured in a CUDA graph ({ops}); the backend's kernels must do the work"

@@ -217,7 +217,7 @@ class ExecutorOps:
             outputs, self.held = timed_output_entries(timed.outputs, bool(request.get("share")))
         except BaseException as exc:  # noqa: BLE001
             return error_reply("timing", exc)
-        return {"ok": True, "stats": timed.stats, "timed_outputs": outputs, "compute_ops": [], "retire": timed.dirty}
+        return {"ok": True, "stats": timed.stats, "timed_outputs": outputs, "compute_ops": [], "retire": timed.dirty, "disagreement": timed.disagreement}
 
     def op_release_held(self, request: dict[str, Any]) -> dict[str, Any]:
         self.held = []

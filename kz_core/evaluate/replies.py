@@ -184,4 +184,5 @@ def validate_timed(reply: Any, seeds: set[int]) -> dict[str, Any]:
         _expect(entry.get("structure"), str, f"timed output {index}.structure")
         _expect(entry.get("outputs"), list, f"timed output {index}.outputs")
     _strings(reply.setdefault("compute_ops", []), "compute_ops")
+    _expect(reply.setdefault("disagreement", ""), str, "disagreement")
     return reply

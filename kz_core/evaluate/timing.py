@@ -14,10 +14,16 @@ Two methods on a GPU (``eval.timing_method``):
     small enough may stay in it). A trial's time is the replay's divided by its calls.
 
     The calls are warmed up and captured on *decoy* inputs (other secret seeds); only then
-    are the timing inputs copied into the captured buffers. Outputs of the first and the
-    last replayed call on each input set are returned for checking against the reference,
-    so a graph that replays stale work (a result computed at capture time, on the side, or
-    looked up by buffer address) gives the decoys' answer and fails the check.
+    are the timing inputs copied into the captured buffers. The first call's output on
+    each input set is returned for checking against the reference, so a graph that replays
+    stale work (a result computed at capture time, on the side, or looked up by buffer
+    address) gives the decoys' answer and fails the check. Every other call's output is
+    kept apart (no call's output memory is reused by another) and, after the last replay,
+    compared with its input set's first call (``agree``): a kernel that works on some calls
+    only (a call counter in a buffer of its own, the calls it guesses are checked) leaves
+    the others wrong and is found out. Keeping every output bounds the calls by
+    ``KEPT_BYTES`` of outputs. A forward that returns a buffer it keeps has its output
+    copied (inside the graph) on the first calls and on six calls drawn at random, secretly.
 
     A forward that cannot be captured (it synchronises, reads a value back to the host,
     allocates pinned memory, ...) or whose non-tensor inputs vary between seeds is timed
@@ -30,7 +36,8 @@ Two methods on a GPU (``eval.timing_method``):
     synchronises the whole device (so work a candidate put on other streams is inside the
     measurement), records the end event, and synchronises again. The host's launch and
     synchronisation latency is inside every trial: tens of microseconds that dominate
-    small kernels.
+    small kernels. After each trial (outside its events) its output is compared with the
+    first timed call's on the same input set (``agree``).
 
 Trials continue until a time budget is spent or the spread is small; the median and
 interquartile range summarise them. On a CPU the loop uses ``perf_counter`` and the
@@ -43,6 +50,7 @@ from __future__ import annotations
 
 import gc
 import math
+import secrets
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -57,6 +65,13 @@ CPU_CLOCK = "cpu"
 
 #: Trials enqueued between two host synchronisations in graph timing.
 _CHUNK = 10
+
+#: Bytes of outputs a graph keeps (every call's): more calls than fit are not captured.
+KEPT_BYTES = 1 << 30
+
+#: Calls (besides each input set's first) whose outputs are copied out of a buffer the
+#: forward keeps, in graph timing: drawn at random for every capture.
+COPIED_CALLS = 6
 
 
 @attrs.frozen
@@ -98,12 +113,15 @@ class Timed:
         here what it hid from the correctness trials' profiler.
     :ivar dirty: a graph capture failed in this process; it must not serve another
         request that draws random inputs (the worker is replaced).
+    :ivar disagreement: why a timed call's output differed from the first timed call's
+        on the same inputs (``""`` when every checked call agreed, or nothing checked).
     """
 
     stats: dict[str, Any]
     outputs: list[tuple[int, Any]]
     torch_ops: list[str] = attrs.field(factory=list)
     dirty: bool = False
+    disagreement: str = ""
 
 
 def summarize(times_ms: list[float], clock: str, calls_per_trial: int = 1, note: str = "") -> dict[str, Any]:
@@ -137,14 +155,17 @@ def _done(times_ms: list[float], measured_ms: float, settings: TimingSettings) -
     )
 
 
-def time_calls(call: Callable[[int], Any], device: str, settings: TimingSettings) -> dict[str, Any]:
+def time_calls(
+    call: Callable[[int], Any], device: str, settings: TimingSettings, after: Callable[[int], None] | None = None
+) -> dict[str, Any]:
     """Time ``call(i)`` for trial i = 0, 1, ... with events (GPU) or the wall clock (CPU);
     returns :func:`summarize`'s dict.
 
-    ``call`` receives the trial index so that the caller can alternate input sets.
+    ``call`` receives the trial index so that the caller can alternate input sets;
+    ``after(i)``, on a GPU, runs after trial i's time is taken, outside it.
     """
     if device.startswith("cuda"):
-        return _time_cuda(call, device, settings)
+        return _time_cuda(call, device, settings, after)
     return _time_cpu(call, settings)
 
 
@@ -156,11 +177,16 @@ def time_forward(
     device: str,
     settings: TimingSettings,
     record_ops: bool = False,
+    agree: Callable[[Any, Any], str] | None = None,
 ) -> Timed:
     """Time ``forward(*make_inputs(seed))`` over the timing ``seeds`` (two, alternating).
 
     :param decoys: two seeds whose inputs a CUDA graph is warmed up and captured on.
     :param record_ops: record the aten ops the forward calls while it is captured.
+    :param agree: on a GPU, ``agree(first, later)`` says why a timed call's output
+        ``later`` differs from the first timed call's on the same input set (``""`` when
+        it does not), e.g. ``correctness.agreement``; every timed call is checked with it
+        and the first disagreement is :attr:`Timed.disagreement`.
     """
     # The timing inputs are drawn first: a failed capture leaves torch's default CUDA
     # generator unusable in this process (the fallback must not draw again).
@@ -171,20 +197,32 @@ def time_forward(
         import torch
 
         try:
-            return _time_graph(forward, make_inputs, input_sets, seeds, decoys, device, settings, record_ops)
+            return _time_graph(forward, make_inputs, input_sets, seeds, decoys, device, settings, record_ops, agree)
         except GraphUnavailable as exc:
             note, dirty = f"timed with CUDA events: {exc}", exc.dirty
         except torch.OutOfMemoryError:
             note = "timed with CUDA events: out of GPU memory for graph timing"
         _release(device)
     last: dict[int, Any] = {}
+    first: dict[int, Any] = {}
+    disagreement: list[str] = []
 
     def call(index: int) -> None:
         which = index % len(input_sets)
         last[which] = forward(*input_sets[which])
 
-    stats = time_calls(call, device, settings)
+    def after(index: int) -> None:
+        which = index % len(input_sets)
+        if which not in first:
+            first[which] = _copied(last[which])
+        elif not disagreement:
+            why = agree(first[which], last[which])  # type: ignore[misc]
+            if why:
+                disagreement.append(f"timed call {index + 1} (input set {which + 1}) differs from the first on the same inputs: {why}")
+
+    stats = time_calls(call, device, settings, after if agree is not None else None)
     stats["note"] = note
+    first.clear()
     outputs = [(seed, last[which]) for which, seed in enumerate(seeds) if which in last]
     if any(_overlapping(later, [output for _, output in outputs[:index]]) for index, (_, later) in enumerate(outputs)):
         # The forward returns a buffer it keeps (every set's last output is the same memory):
@@ -192,7 +230,7 @@ def time_forward(
         outputs = []
         for which, seed in enumerate(seeds):
             outputs.append((seed, _copied(forward(*input_sets[which]))))
-    return Timed(stats, outputs, dirty=dirty)
+    return Timed(stats, outputs, dirty=dirty, disagreement="".join(disagreement))
 
 
 def _overlapping(value: Any, kept: list[Any]) -> bool:
@@ -253,7 +291,7 @@ def _warm_up(step: Callable[[int], Any], device: str, settings: TimingSettings, 
     return index
 
 
-def _time_cuda(call: Callable[[int], Any], device: str, settings: TimingSettings) -> dict[str, Any]:
+def _time_cuda(call: Callable[[int], Any], device: str, settings: TimingSettings, after: Callable[[int], None] | None = None) -> dict[str, Any]:
     import torch
 
     flush = torch.empty(settings.l2_flush_bytes, dtype=torch.uint8, device=device)
@@ -270,6 +308,8 @@ def _time_cuda(call: Callable[[int], Any], device: str, settings: TimingSettings
         end.record()
         torch.cuda.synchronize(device)
         times.append(start.elapsed_time(end))
+        if after is not None:
+            after(index)
         index += 1
     del flush
     return summarize(times, EVENTS_CLOCK)
@@ -427,6 +467,7 @@ def _time_graph(
     device: str,
     settings: TimingSettings,
     record_ops: bool,
+    agree: Callable[[Any, Any], str] | None = None,
 ) -> Timed:
     import torch
 
@@ -446,6 +487,7 @@ def _time_graph(
     # call's output is held until the next returns, so that the allocator cannot hand the
     # same block to an honest forward's next output.
     keeps_output = False
+    output_bytes = 0
     try:
         with torch.cuda.stream(side):
             previous = None
@@ -453,6 +495,7 @@ def _time_graph(
                 for inputs in buffers:
                     output = forward(*inputs)
                     keeps_output = keeps_output or (previous is not None and _overlapping(output, [previous]))
+                    output_bytes = max(output_bytes, _tensor_bytes([output]))
                     previous = output
                     del output
             del previous
@@ -469,10 +512,16 @@ def _time_graph(
     torch.cuda.synchronize(device)
     pair_ms = statistics.median(_replays_ms(graph, flush, device, 5))
     calls, count = plan_replay(pair_ms, _tensor_bytes(buffers[0]), settings)
+    if not keeps_output:
+        calls, count = _within_kept_bytes(calls, count, output_bytes)
     if calls > 2:
         del graph, kept
         buffers += [_copied(buffers[b % 2]) for b in range(2, count)]
-        graph, kept = _capture(forward, buffers, calls, {0, 1, calls - 2, calls - 1}, device, ops, copy_kept=keeps_output)
+        if keeps_output:  # its outputs are copied inside the graph: on a few calls, secretly drawn
+            keep = {0, 1, *secrets.SystemRandom().sample(range(2, calls), min(COPIED_CALLS, calls - 2))}
+        else:  # every call's own output, none reusing another's memory
+            keep = set(range(calls))
+        graph, kept = _capture(forward, buffers, calls, keep, device, ops, copy_kept=keeps_output)
     # The timing inputs go into the captured buffers only now: the forward never saw them.
     for which, values in enumerate(input_sets):
         for b in range(which, count, 2):
@@ -487,5 +536,22 @@ def _time_graph(
         measured += sum(replays)
         times += [elapsed / calls for elapsed in replays]
     del flush
-    outputs = [(seeds[j % 2], kept[j]) for j in sorted(kept)]
-    return Timed(summarize(times, GRAPH_CLOCK, calls), outputs, sorted(set(ops or [])))
+    disagreement = ""
+    for j in sorted(kept) if agree is not None else []:
+        why = agree(kept[j % 2], kept[j]) if j >= 2 else ""
+        if why:
+            disagreement = f"call {j + 1} of the {calls} in a replayed graph (input set {j % 2 + 1}) differs from the first on the same inputs: {why}"
+            break
+    outputs = [(seeds[j], kept[j]) for j in (0, 1)]
+    return Timed(summarize(times, GRAPH_CLOCK, calls), outputs, sorted(set(ops or [])), disagreement=disagreement)
+
+
+def _within_kept_bytes(calls: int, buffers: int, output_bytes: int) -> tuple[int, int]:
+    """``plan_replay``'s ``(calls, buffers)``, fewer where keeping every call's output
+    would take more than ``KEPT_BYTES``: both even, ``calls`` a multiple of ``buffers``."""
+    if calls * output_bytes <= KEPT_BYTES:
+        return calls, buffers
+    limit = max(2, KEPT_BYTES // max(1, output_bytes))
+    limit -= limit % 2
+    buffers = min(buffers, limit)
+    return buffers * max(1, limit // buffers), buffers

@@ -161,10 +161,14 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
 
     def time_forward(self, forward: Any, module: Any, request: dict[str, Any], record_ops: bool = False) -> Any:
         """Time ``forward`` on the problem ``module``'s inputs as a ``time`` or ``baseline``
-        request asks (its ``seeds``, ``decoys`` and ``settings``): a ``timing.Timed``."""
+        request asks (its ``seeds``, ``decoys`` and ``settings``; with ``agree``, the
+        tolerance table and ``atol``/``rtol`` every timed call must agree with its input
+        set's first call within): a ``timing.Timed``."""
+        from kz_core.evaluate.correctness import agreement
         from kz_core.evaluate.execution import make_inputs
         from kz_core.evaluate.timing import TimingSettings, time_forward
 
+        tolerance = request.get("agree")
         return time_forward(
             forward,
             lambda seed: make_inputs(module, seed, self.device),
@@ -173,6 +177,7 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             self.device,
             TimingSettings(**request["settings"]),
             record_ops=record_ops,
+            agree=agreement(tolerance["table"], float(tolerance["atol"]), float(tolerance["rtol"])) if tolerance else None,
         )
 
     def varied_module(self, problem: dict[str, Any], overrides: dict[str, int]) -> Any:

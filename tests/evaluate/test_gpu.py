@@ -184,3 +184,39 @@ def test_gpu_a_forward_that_synchronises_is_still_timed_as_graph_replays(example
     assert plain.verdict is Verdict.CORRECT, plain.message
     assert plain.runtime is not None and plain.runtime.clock == "cuda_graph"
     assert {b.clock for b in plain.baselines.values()} == {"cuda_graph"}
+
+
+@pytest.mark.parametrize("method", ["graph", "events"])
+def test_gpu_every_timed_call_is_checked_not_only_the_first_and_last(method):
+    """Written against the version before, whose graph timing compared calls 0, 1, n-2 and
+    n-1 of the last replay only (events timing, each set's last call): a forward wrong on
+    one call in seven (a counter on the device, as a kernel could keep in a buffer of its
+    own) was timed as correct whenever the counter spared those calls."""
+    import torch
+
+    from kz_core.evaluate.correctness import agreement
+    from kz_core.evaluate.timing import TimingSettings, time_forward
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    counter = torch.zeros((), dtype=torch.int64, device="cuda")
+
+    def make(seed):
+        return [torch.randn(4096, device="cuda", generator=torch.Generator("cuda").manual_seed(seed))]
+
+    def honest(x):
+        return x * 2
+
+    def sometimes_wrong(x):
+        counter.add_(1)
+        return torch.where((counter > 4) & (counter % 7 == 3), torch.zeros_like(x), x * 2)
+
+    settings = TimingSettings(method=method, min_trials=12, max_trials=40, max_calls_per_replay=64, l2_flush_bytes=1 << 20)
+    fine = time_forward(honest, make, [3, 5], [7, 11], "cuda", settings, agree=agreement())
+    assert fine.disagreement == "" and fine.stats["clock"] == ("cuda_graph" if method == "graph" else "cuda_events")
+    assert fine.stats["calls_per_trial"] == (64 if method == "graph" else 1)
+    assert [seed for seed, _ in fine.outputs] == [3, 5]
+    for seed, output in fine.outputs:
+        torch.testing.assert_close(output, make(seed)[0] * 2)
+    caught = time_forward(sometimes_wrong, make, [3, 5], [7, 11], "cuda", settings, agree=agreement())
+    assert "differs from the first on the same inputs" in caught.disagreement, caught.disagreement

@@ -110,3 +110,39 @@ def test_inputs_that_differ_in_shape_or_value_do_not_share_a_graph():
     assert timing._signature(a) != timing._signature([torch.zeros(3, 2), 4])
     assert timing._signature(a) != timing._signature([torch.zeros(2, 3), 5])
     assert timing._signature(a) != timing._signature([torch.zeros(2, 3).t().contiguous().t(), 4])
+
+
+def test_outputs_of_the_same_inputs_agree_within_their_dtypes_tolerance():
+    from kz_core.evaluate.correctness import agreement
+
+    agree = agreement()
+    first = torch.randn(64)
+    assert agree(first, first.clone()) == ""
+    assert agree(first, first * (1 + 1e-6)) == ""  # atomics may round differently every call
+    assert "mismatch" in agree(first, torch.zeros(64)) or "outside" in agree(first, torch.zeros(64))
+    assert agree((first, 3), (first.clone(), 3)) == ""
+    assert "tuple[2]" in agree((first, 3), [first])
+    assert agree((first, 3), (first.clone(), 4)) != ""
+    assert agree(first.to(torch.int32), first.to(torch.int32) + 1) != ""  # integers exactly
+    nan = torch.tensor([float("nan"), 1.0])
+    assert agree(nan, nan.clone()) == ""
+    assert agreement(atol=1.0, rtol=0.0)(first, first + 0.5) == ""
+
+
+def test_graph_calls_are_bounded_by_the_bytes_of_outputs_kept():
+    assert timing._within_kept_bytes(512, 512, 1 << 10) == (512, 512)
+    calls, buffers = timing._within_kept_bytes(512, 512, 64 << 20)  # 64 MB outputs: 16 fit in 1 GiB
+    assert calls == 16 and buffers == 16
+    calls, buffers = timing._within_kept_bytes(400, 8, 100 << 20)  # 10 fit: 8 buffers cycled once
+    assert calls == 8 and buffers == 8
+    assert timing._within_kept_bytes(40, 40, 4 << 30) == (2, 2)  # even one is more than the budget
+
+
+@given(calls=st.integers(1, 1024), buffers=st.integers(1, 1024), output_bytes=st.integers(0, 1 << 34))
+def test_bounded_replay_plans_stay_even_and_cycle_whole(calls, buffers, output_bytes):
+    calls, buffers = 2 * calls, 2 * min(buffers, calls)
+    calls = buffers * (calls // buffers)
+    kept_calls, kept_buffers = timing._within_kept_bytes(calls, buffers, output_bytes)
+    assert kept_calls % 2 == 0 and kept_buffers % 2 == 0 and kept_calls % kept_buffers == 0
+    assert 2 <= kept_buffers <= kept_calls <= calls
+    assert kept_calls == 2 or kept_calls * output_bytes <= timing.KEPT_BYTES
