@@ -19,7 +19,7 @@ replace both for every floating dtype.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -238,30 +238,30 @@ def compare_outputs(
     return findings, max_abs, max_rel
 
 
-def agreement(table: str = "default", atol: float = -1.0, rtol: float = -1.0) -> Callable[[Any, Any], str]:
-    """A check that a later call's output agrees with an earlier call's on the same inputs,
+class Agreement:
+    """Whether a later call's output agrees with an earlier call's on the same inputs,
     within the tolerance of each output's dtype (not bitwise: a kernel summing with atomics
-    may round differently every call). The check returns ``""`` when they agree, else why not.
+    may round differently every call). ``agreement(first, later)`` returns ``""`` when
+    they agree, else why not; :meth:`first_disagreement` checks many pairs with one
+    synchronisation.
 
     Timing uses it on every timed call (``kz_core.evaluate.timing``): only a call's first
     output on each input set goes to be compared with the reference, and the rest must
     agree with it, so a kernel that works on some calls only is found out on the others.
     """
 
-    def leaves(value: Any) -> tuple[str, list[Any]]:
-        if isinstance(value, (tuple, list)):
-            return f"{type(value).__name__}[{len(value)}]", list(value)
-        return "tensor", [value]
+    def __init__(self, table: str = "default", atol: float = -1.0, rtol: float = -1.0):
+        self.table, self.atol, self.rtol = table, atol, rtol
 
-    def same(first: Any, later: Any) -> str:
-        structure, wanted = leaves(first)
-        other, got = leaves(later)
+    def __call__(self, first: Any, later: Any) -> str:
+        structure, wanted = _output_leaves(first)
+        other, got = _output_leaves(later)
         if other != structure:
             return f"it returned {other}, on the same inputs before {structure}"
         for index, (want, value) in enumerate(zip(wanted, got)):
             label = "output" if len(wanted) == 1 else f"output {index}"
             if type(want) is torch.Tensor:
-                found, _, _ = compare(want, value, tolerance_for(want.dtype, table, atol, rtol), label)
+                found, _, _ = compare(want, value, tolerance_for(want.dtype, self.table, self.atol, self.rtol), label)
                 errors = [f for f in found if f.severity is Severity.ERROR]
                 if errors:
                     return errors[0].message
@@ -269,7 +269,63 @@ def agreement(table: str = "default", atol: float = -1.0, rtol: float = -1.0) ->
                 return f"{label} is {_short(value)}, on the same inputs before {_short(want)}"
         return ""
 
-    return same
+    def first_disagreement(self, pairs: Sequence[tuple[Any, Any]]) -> tuple[int, str]:
+        """``(index, why)`` of the first ``(first, later)`` pair that disagrees, or
+        ``(-1, "")``. The tensors are screened on their device and read back once; a
+        suspect pair is then compared as :meth:`__call__` does, which says why."""
+        suspects: list[tuple[int, Any]] = []
+        for index, (first, later) in enumerate(pairs):
+            flag = self._suspect(first, later)
+            if flag is not False:
+                suspects.append((index, flag))
+        flags = [flag for _, flag in suspects if isinstance(flag, torch.Tensor)]
+        read = iter(torch.stack(flags).tolist() if flags else [])
+        for index, flag in suspects:
+            if (next(read) if isinstance(flag, torch.Tensor) else flag) and (why := self(*pairs[index])):
+                return index, why
+        return -1, ""
+
+    def _suspect(self, first: Any, later: Any) -> bool | torch.Tensor:
+        """False where the pair agrees for certain, True where it may not (compare it
+        whole), else a boolean tensor on the device: whether any element differs."""
+        structure, wanted = _output_leaves(first)
+        other, got = _output_leaves(later)
+        if other != structure:
+            return True
+        flags = []
+        for want, value in zip(wanted, got):
+            if type(want) is not torch.Tensor:
+                if type(value) is torch.Tensor or repr(value) != repr(want):
+                    return True
+                continue
+            if type(value) is not torch.Tensor or value.shape != want.shape or value.dtype != want.dtype or value.device != want.device:
+                return True
+            if want.numel() >= CHUNK_ELEMENTS:
+                return True  # large: compared whole, in chunks
+            if want.numel() == 0:
+                continue
+            want_all, got_all = want.contiguous().reshape(-1), value.contiguous().reshape(-1)
+            if not (want.dtype.is_floating_point or want.dtype.is_complex):
+                flags.append((want_all != got_all).any())
+                continue
+            wide = torch.complex128 if want.dtype.is_complex else torch.float64
+            tolerance = tolerance_for(want.dtype, self.table, self.atol, self.rtol)
+            bad_special, outside, _, _ = _chunk_errors(want_all, got_all, wide, tolerance)
+            flags.append((bad_special | outside).any())
+        return torch.stack(flags).any() if flags else False
+
+
+def agreement(table: str = "default", atol: float = -1.0, rtol: float = -1.0) -> Agreement:
+    """An :class:`Agreement` with the tolerance table and ``atol``/``rtol`` overrides of
+    ``tolerance_for``."""
+    return Agreement(table, atol, rtol)
+
+
+def _output_leaves(value: Any) -> tuple[str, list[Any]]:
+    """``execution.flatten_outputs`` (which imports this module)."""
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}[{len(value)}]", list(value)
+    return "tensor", [value]
 
 
 def _short(value: Any) -> str:

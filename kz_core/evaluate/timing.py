@@ -177,16 +177,16 @@ def time_forward(
     device: str,
     settings: TimingSettings,
     record_ops: bool = False,
-    agree: Callable[[Any, Any], str] | None = None,
+    agree: Any = None,
 ) -> Timed:
     """Time ``forward(*make_inputs(seed))`` over the timing ``seeds`` (two, alternating).
 
     :param decoys: two seeds whose inputs a CUDA graph is warmed up and captured on.
     :param record_ops: record the aten ops the forward calls while it is captured.
-    :param agree: on a GPU, ``agree(first, later)`` says why a timed call's output
-        ``later`` differs from the first timed call's on the same input set (``""`` when
-        it does not), e.g. ``correctness.agreement``; every timed call is checked with it
-        and the first disagreement is :attr:`Timed.disagreement`.
+    :param agree: on a GPU, a ``correctness.Agreement``: ``agree(first, later)`` says why
+        a timed call's output ``later`` differs from the first timed call's on the same
+        input set (``""`` when it does not); every timed call is checked with it and the
+        first disagreement is :attr:`Timed.disagreement`.
     """
     # The timing inputs are drawn first: a failed capture leaves torch's default CUDA
     # generator unusable in this process (the fallback must not draw again).
@@ -216,7 +216,7 @@ def time_forward(
         if which not in first:
             first[which] = _copied(last[which])
         elif not disagreement:
-            why = agree(first[which], last[which])  # type: ignore[misc]
+            why = agree(first[which], last[which])
             if why:
                 disagreement.append(f"timed call {index + 1} (input set {which + 1}) differs from the first on the same inputs: {why}")
 
@@ -467,7 +467,7 @@ def _time_graph(
     device: str,
     settings: TimingSettings,
     record_ops: bool,
-    agree: Callable[[Any, Any], str] | None = None,
+    agree: Any = None,
 ) -> Timed:
     import torch
 
@@ -537,11 +537,11 @@ def _time_graph(
         times += [elapsed / calls for elapsed in replays]
     del flush
     disagreement = ""
-    for j in sorted(kept) if agree is not None else []:
-        why = agree(kept[j % 2], kept[j]) if j >= 2 else ""
-        if why:
-            disagreement = f"call {j + 1} of the {calls} in a replayed graph (input set {j % 2 + 1}) differs from the first on the same inputs: {why}"
-            break
+    later = [j for j in sorted(kept) if j >= 2]
+    index, why = agree.first_disagreement([(kept[j % 2], kept[j]) for j in later]) if agree is not None else (-1, "")
+    if why:
+        j = later[index]
+        disagreement = f"call {j + 1} of the {calls} in a replayed graph (input set {j % 2 + 1}) differs from the first on the same inputs: {why}"
     outputs = [(seeds[j], kept[j]) for j in (0, 1)]
     return Timed(summarize(times, GRAPH_CLOCK, calls), outputs, sorted(set(ops or [])), disagreement=disagreement)
 

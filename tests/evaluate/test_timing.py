@@ -146,3 +146,23 @@ def test_bounded_replay_plans_stay_even_and_cycle_whole(calls, buffers, output_b
     assert kept_calls % 2 == 0 and kept_buffers % 2 == 0 and kept_calls % kept_buffers == 0
     assert 2 <= kept_buffers <= kept_calls <= calls
     assert kept_calls == 2 or kept_calls * output_bytes <= timing.KEPT_BYTES
+
+
+def test_many_pairs_are_screened_at_once_and_the_first_disagreement_named():
+    from kz_core.evaluate.correctness import agreement
+
+    agree = agreement()
+    first = torch.randn(32)
+    pairs = [(first, first.clone()), (first, first * (1 + 1e-6)), ((first, 1), (first, 1)), (first, first.clone())]
+    assert agree.first_disagreement(pairs) == (-1, "")
+    assert agree.first_disagreement([]) == (-1, "")
+    wrong = first.clone()
+    wrong[7] += 1.0
+    index, why = agree.first_disagreement([*pairs, (first, wrong), (first, torch.zeros(32))])
+    assert index == 4 and why
+    assert agree.first_disagreement([(first, first[:16])])[0] == 0  # another shape
+    assert agree.first_disagreement([((first, 1), (first, 2))])[0] == 0
+    ints = torch.arange(6)
+    assert agree.first_disagreement([(ints, ints.clone()), (ints, ints + 1)])[0] == 1
+    nan = torch.tensor([float("nan"), 2.0])
+    assert agree.first_disagreement([(nan, nan.clone()), (nan, torch.tensor([2.0, 2.0]))])[0] == 1
