@@ -21,8 +21,10 @@ Two methods on a GPU (``eval.timing_method``):
     kept apart (no call's output memory is reused by another) and, after the last replay,
     compared with its input set's first call (``agree``): a kernel that works on some calls
     only (a call counter in a buffer of its own, the calls it guesses are checked) leaves
-    the others wrong and is found out. Keeping every output bounds the calls by
-    ``KEPT_BYTES`` of outputs. A forward that returns a buffer it keeps has its output
+    the others wrong and is found out. Before every replay, outside its events, every kept
+    output is poisoned (NaN; a secret value for integers), so that a call skipped in the
+    last replay cannot pass with what it wrote in an earlier one. Keeping every output
+    bounds the calls by ``KEPT_BYTES`` of outputs. A forward that returns a buffer it keeps has its output
     copied (inside the graph) on the first calls and on six calls drawn at random, secretly.
 
     A forward that cannot be captured (it synchronises, reads a value back to the host,
@@ -37,7 +39,9 @@ Two methods on a GPU (``eval.timing_method``):
     measurement), records the end event, and synchronises again. The host's launch and
     synchronisation latency is inside every trial: tens of microseconds that dominate
     small kernels. After each trial (outside its events) its output is compared with the
-    first timed call's on the same input set (``agree``).
+    first timed call's on the same input set (``agree``), and the trial before it on that
+    set is poisoned before its memory is freed, so that a call that writes nothing does
+    not return an earlier call's answer from reused memory.
 
 Trials continue until a time budget is spent or the spread is small; the median and
 interquartile range summarise them. On a CPU the loop uses ``perf_counter`` and the
@@ -205,7 +209,9 @@ def time_forward(
         _release(device)
     last: dict[int, Any] = {}
     first: dict[int, Any] = {}
+    held: dict[int, Any] = {}
     disagreement: list[str] = []
+    poison = secrets.randbits(31)
 
     def call(index: int) -> None:
         which = index % len(input_sets)
@@ -219,10 +225,14 @@ def time_forward(
             why = agree(first[which], last[which])
             if why:
                 disagreement.append(f"timed call {index + 1} (input set {which + 1}) differs from the first on the same inputs: {why}")
+        if which in held:
+            _poison(held[which], poison, [*input_sets, *last.values()])
+        held[which] = last[which]
 
     stats = time_calls(call, device, settings, after if agree is not None else None)
     stats["note"] = note
     first.clear()
+    held.clear()
     outputs = [(seed, last[which]) for which, seed in enumerate(seeds) if which in last]
     if any(_overlapping(later, [output for _, output in outputs[:index]]) for index, (_, later) in enumerate(outputs)):
         # The forward returns a buffer it keeps (every set's last output is the same memory):
@@ -440,14 +450,17 @@ def _check_context(device: str) -> None:
                 raise
 
 
-def _replays_ms(graph: Any, flush: Any, device: str, replays: int) -> list[float]:
-    """GPU milliseconds of ``replays`` replays, each after an L2 flush, enqueued together
-    and synchronised once (the flush in front of each keeps the GPU busy while the host
-    launches the graph, so the host's latency stays outside the events)."""
+def _replays_ms(graph: Any, flush: Any, device: str, replays: int, poison: Any = None) -> list[float]:
+    """GPU milliseconds of ``replays`` replays, each after ``poison`` (a graph that
+    poisons the kept outputs) and an L2 flush, enqueued together and synchronised once (the
+    flush in front of each keeps the GPU busy while the host launches the graph, so the
+    host's latency stays outside the events)."""
     import torch
 
     pending = []
     for _ in range(replays):
+        if poison is not None:
+            poison.replay()
         flush.zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -529,10 +542,11 @@ def _time_graph(
     torch.cuda.synchronize(device)
 
     _warm_up(lambda _: graph.replay(), device, settings, minimum=2)
+    poison = _poisoning(kept, buffers, device) if agree is not None else None
     times: list[float] = []
     measured = 0.0
     while not _done(times, measured, settings):
-        replays = _replays_ms(graph, flush, device, min(_CHUNK, settings.max_trials - len(times)))
+        replays = _replays_ms(graph, flush, device, min(_CHUNK, settings.max_trials - len(times)), poison)
         measured += sum(replays)
         times += [elapsed / calls for elapsed in replays]
     del flush
@@ -544,6 +558,36 @@ def _time_graph(
         disagreement = f"call {j + 1} of the {calls} in a replayed graph (input set {j % 2 + 1}) differs from the first on the same inputs: {why}"
     outputs = [(seeds[j], kept[j]) for j in (0, 1)]
     return Timed(summarize(times, GRAPH_CLOCK, calls), outputs, sorted(set(ops or [])), disagreement=disagreement)
+
+
+def _poison(value: Any, secret: int, spare: list[Any]) -> None:
+    """Overwrite every tensor of ``value`` that shares no memory with ``spare`` (the
+    inputs): NaN where it holds floating-point numbers, else ``secret`` (within the
+    dtype's positive range; booleans get its lowest bit)."""
+    import torch
+
+    for leaf in _leaves(value):
+        if isinstance(leaf, torch.Tensor) and leaf.numel() and not _overlapping(leaf, spare):
+            if leaf.dtype.is_floating_point or leaf.dtype.is_complex:
+                leaf.fill_(float("nan"))
+            elif leaf.dtype == torch.bool:
+                leaf.fill_(bool(secret & 1))
+            else:
+                leaf.fill_(secret % (1 << (8 * leaf.element_size() - 1)))
+
+
+def _poisoning(kept: dict[int, Any], spare: list[Any], device: str) -> Any:
+    """A CUDA graph that poisons (:func:`_poison`) every output ``kept``, replayed before
+    each timed replay: a call must write its output in the last replay, not in an earlier."""
+    import torch
+
+    secret = secrets.randbits(31)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for j in sorted(kept):
+            _poison(kept[j], secret, spare)
+    torch.cuda.synchronize(device)
+    return graph
 
 
 def _within_kept_bytes(calls: int, buffers: int, output_bytes: int) -> tuple[int, int]:

@@ -191,7 +191,10 @@ def test_gpu_every_timed_call_is_checked_not_only_the_first_and_last(method):
     """Written against the version before, whose graph timing compared calls 0, 1, n-2 and
     n-1 of the last replay only (events timing, each set's last call): a forward wrong on
     one call in seven (a counter on the device, as a kernel could keep in a buffer of its
-    own) was timed as correct whenever the counter spared those calls."""
+    own) was timed as correct whenever the counter spared those calls. And one that, on
+    those calls, writes nothing: its output's memory held the answer of an earlier replay
+    (or, with events, of an earlier call whose memory the allocator reused) until every
+    kept output was poisoned before each replay."""
     import torch
 
     from kz_core.evaluate.correctness import agreement
@@ -211,6 +214,11 @@ def test_gpu_every_timed_call_is_checked_not_only_the_first_and_last(method):
         counter.add_(1)
         return torch.where((counter > 4) & (counter % 7 == 3), torch.zeros_like(x), x * 2)
 
+    def sometimes_stale(x):  # leaves what its output's memory held: an earlier call's answer
+        counter.add_(1)
+        out = torch.empty_like(x)
+        return out.copy_(torch.where((counter > 4) & (counter % 7 == 3), out, x * 2))
+
     settings = TimingSettings(method=method, min_trials=12, max_trials=40, max_calls_per_replay=64, l2_flush_bytes=1 << 20)
     fine = time_forward(honest, make, [3, 5], [7, 11], "cuda", settings, agree=agreement())
     assert fine.disagreement == "" and fine.stats["clock"] == ("cuda_graph" if method == "graph" else "cuda_events")
@@ -218,5 +226,6 @@ def test_gpu_every_timed_call_is_checked_not_only_the_first_and_last(method):
     assert [seed for seed, _ in fine.outputs] == [3, 5]
     for seed, output in fine.outputs:
         torch.testing.assert_close(output, make(seed)[0] * 2)
-    caught = time_forward(sometimes_wrong, make, [3, 5], [7, 11], "cuda", settings, agree=agreement())
-    assert "differs from the first on the same inputs" in caught.disagreement, caught.disagreement
+    for cheat in (sometimes_wrong, sometimes_stale):
+        caught = time_forward(cheat, make, [3, 5], [7, 11], "cuda", settings, agree=agreement())
+        assert "differs from the first on the same inputs" in caught.disagreement, (cheat.__name__, caught.disagreement)

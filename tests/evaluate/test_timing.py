@@ -166,3 +166,13 @@ def test_many_pairs_are_screened_at_once_and_the_first_disagreement_named():
     assert agree.first_disagreement([(ints, ints.clone()), (ints, ints + 1)])[0] == 1
     nan = torch.tensor([float("nan"), 2.0])
     assert agree.first_disagreement([(nan, nan.clone()), (nan, torch.tensor([2.0, 2.0]))])[0] == 1
+
+
+def test_poison_overwrites_outputs_but_never_inputs():
+    x = torch.randn(8)
+    outputs = [torch.randn(4), torch.arange(4, dtype=torch.int16), torch.ones(3, dtype=torch.bool), x[2:5]]
+    timing._poison(outputs, secret=(1 << 20) + 5, spare=[[x]])
+    assert torch.isnan(outputs[0]).all()
+    assert (outputs[1] == ((1 << 20) + 5) % (1 << 15)).all()
+    assert (outputs[2] == torch.ones(3, dtype=torch.bool)).all()  # the secret's lowest bit
+    assert not torch.isnan(x).any()  # a view of an input is spared
