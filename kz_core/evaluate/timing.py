@@ -24,8 +24,9 @@ Two methods on a GPU (``eval.timing_method``):
     the others wrong and is found out. Before every replay, outside its events, every kept
     output is poisoned (NaN; a secret value for integers), so that a call skipped in the
     last replay cannot pass with what it wrote in an earlier one. Keeping every output
-    bounds the calls by ``KEPT_BYTES`` of outputs. A forward that returns a buffer it keeps has its output
-    copied (inside the graph) on the first calls and on six calls drawn at random, secretly.
+    bounds the calls by ``KEPT_BYTES`` of outputs. A forward that returns a buffer it
+    keeps has its output copied (inside the graph) on each input set's first call and on
+    ``COPIED_CALLS`` calls drawn at random, secretly, for every capture.
 
     A forward that cannot be captured (it synchronises, reads a value back to the host,
     allocates pinned memory, ...) or whose non-tensor inputs vary between seeds is timed
