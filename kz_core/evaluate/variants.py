@@ -3,7 +3,8 @@
 KernelBench-format problems set their sizes as module-level integer constants that
 ``get_inputs`` and ``get_init_inputs`` read (``batch_size = 16``, ``N = 2048 * 2``). A
 kernel that hard-codes those sizes passes every trial at the default size; one trial at
-other sizes catches it. :func:`size_variations` proposes rebindings, most aggressive
+other sizes catches it. The other sizes keep the alignment the default ones have (up to
+16 elements), which honest kernels may rely on. :func:`size_variations` proposes rebindings, most aggressive
 first (every constant at once, then one constant at a time); the reference worker uses
 the first one its reference accepts.
 
@@ -50,12 +51,26 @@ def size_constants(code: str) -> dict[str, int]:
     return {name: values[0] for name, values in bound.items() if len(values) == 1 and values[0] is not None and values[0] >= 2}
 
 
+#: The most a varied size keeps of its value's alignment: 16 elements (the 16 bytes that
+#: vector loads and TMA tensor descriptors need, for any dtype).
+KEPT_ALIGNMENT = 16
+
+
 def varied(value: int) -> int:
-    """Another size near ``value``: one more for small sizes, about 6% more (and odd) for
-    large ones, so that a kernel assuming the default size or a power of two fails."""
-    if value <= 64:
+    """Another size near ``value``, so that a kernel hard-coding the default size fails:
+    one more for sizes under 16, else about 6 % more and never a power of two, rounded to
+    keep the alignment ``value`` has (its largest power-of-two divisor, up to 16 elements
+    and a sixteenth of ``value``). A kernel may rely on the alignment the problem's sizes
+    give it (``float4`` loads, TMA descriptors' 16-byte strides); before, every large
+    varied size was odd and such honest kernels failed the variation.
+    """
+    if value < 16:
         return value + 1
-    return value + value // 16 + (1 if (value + value // 16) % 2 == 0 else 0)
+    step = min(value & -value, KEPT_ALIGNMENT, 1 << ((value // 16).bit_length() - 1))
+    candidate = value + -(-(value // 16) // step) * step
+    while candidate & (candidate - 1) == 0:  # a power of two
+        candidate += step
+    return candidate
 
 
 def size_variations(code: str) -> list[dict[str, int]]:

@@ -1,0 +1,42 @@
+"""Size variations (``kz_core.evaluate.variants``): other sizes that catch a kernel
+hard-coding the default ones, keeping the alignment honest kernels may rely on."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kz_core.evaluate.variants import KEPT_ALIGNMENT, size_constants, size_variations, varied
+
+
+def test_small_sizes_grow_by_one():
+    assert [varied(v) for v in (2, 3, 7, 15)] == [3, 4, 8, 16]
+
+
+def test_large_sizes_keep_their_alignment_and_leave_powers_of_two():
+    """Written against the version before, which made every large size odd: 4096 became
+    4353, so a kernel reading through a TMA tensor descriptor (16-byte strides) or with
+    float4 loads, right at every size the problem gives, failed the variation."""
+    assert varied(4096) == 4352 and varied(4096) % 16 == 0
+    assert varied(300) == 320 and varied(300) % 4 == 0
+    assert varied(5000) == 5312 and varied(5000) % 8 == 0
+    assert varied(4095) == 4350  # an odd size needs no alignment
+    assert varied(128) == 136  # 6 %, 8-element (32-byte) aligned
+
+
+@given(st.integers(2, 1 << 40))
+def test_a_varied_size_differs_stays_near_and_keeps_alignment(value):
+    other = varied(value)
+    assert value < other <= value + max(1, value // 8) + KEPT_ALIGNMENT
+    if value >= 16:
+        assert other & (other - 1) != 0  # not a power of two
+        alignment = min(value & -value, KEPT_ALIGNMENT, 1 << ((value // 16).bit_length() - 1))
+        assert other % alignment == 0
+
+
+def test_variations_rebind_every_size_constant_then_each_alone():
+    code = "batch_size = 16\nfeatures = 300\nscale = 1.5\nflag = 1\nN = 2048 * 2\n"
+    assert size_constants(code) == {"batch_size": 16, "features": 300, "N": 4096}
+    every, *singles = size_variations(code)
+    assert every == {"batch_size": 17, "features": 320, "N": 4352}
+    assert singles == [{"batch_size": 17}, {"features": 320}, {"N": 4352}]
