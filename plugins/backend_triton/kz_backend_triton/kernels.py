@@ -31,6 +31,7 @@ class TritonKernels(TrustedKernels):
 
     def __init__(self, kernels: Mapping[str, Any]):
         self.kernels = dict(kernels)
+        _set_scratch_allocator()
 
     def launch(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
         from triton.compiler.errors import CompilationError
@@ -54,3 +55,24 @@ class TritonKernels(TrustedKernels):
 
     def describe(self) -> list[str]:
         return [f"kernels: {', '.join(sorted(self.kernels)) or 'none'}"]
+
+
+def _set_scratch_allocator() -> None:
+    """Give Triton an allocator for kernels' global scratch memory (on a GPU, a kernel that
+    makes tensor descriptors in its body, ``tl.make_tensor_descriptor``, needs one): the
+    candidate's host code sets its own with ``triton.set_allocator``, and that code never
+    runs in the executor. Allocations come from torch's caching allocator on the current
+    device (inside a CUDA graph capture, from the graph's pool). Not under the interpreter,
+    which needs none, nor on a Triton without ``set_allocator``."""
+    import os
+
+    import triton
+
+    if os.environ.get("TRITON_INTERPRET") == "1" or not hasattr(triton, "set_allocator"):
+        return
+    import torch
+
+    def allocate(size: int, alignment: int, stream: Any) -> Any:
+        return torch.empty(size, dtype=torch.int8, device=torch.device("cuda", torch.cuda.current_device()))
+
+    triton.set_allocator(allocate)
