@@ -238,12 +238,19 @@ def compare_outputs(
     return findings, max_abs, max_rel
 
 
+def flatten_outputs(output: Any) -> tuple[str, list[Any]]:
+    """``(structure, leaves)``: ``"tensor"`` for one output, ``"tuple[3]"`` for three."""
+    if isinstance(output, (tuple, list)):
+        return f"{type(output).__name__}[{len(output)}]", list(output)
+    return "tensor", [output]
+
+
 class Agreement:
     """Whether a later call's output agrees with an earlier call's on the same inputs,
     within the tolerance of each output's dtype (not bitwise: a kernel summing with atomics
-    may round differently every call). ``agreement(first, later)`` returns ``""`` when
+    may round differently every call). ``Agreement(...)(first, later)`` returns ``""`` when
     they agree, else why not; :meth:`first_disagreement` checks many pairs with one
-    synchronisation.
+    synchronisation. ``table``, ``atol`` and ``rtol`` are ``tolerance_for``'s.
 
     Timing uses it on every timed call (``kz_core.evaluate.timing``): only a call's first
     output on each input set goes to be compared with the reference, and the rest must
@@ -254,19 +261,14 @@ class Agreement:
         self.table, self.atol, self.rtol = table, atol, rtol
 
     def __call__(self, first: Any, later: Any) -> str:
-        structure, wanted = _output_leaves(first)
-        other, got = _output_leaves(later)
-        if other != structure:
-            return f"it returned {other}, on the same inputs before {structure}"
-        for index, (want, value) in enumerate(zip(wanted, got)):
-            label = "output" if len(wanted) == 1 else f"output {index}"
-            if type(want) is torch.Tensor:
-                found, _, _ = compare(want, value, tolerance_for(want.dtype, self.table, self.atol, self.rtol), label)
-                errors = [f for f in found if f.severity is Severity.ERROR]
-                if errors:
-                    return errors[0].message
-            elif type(value) is torch.Tensor or repr(value) != repr(want):
-                return f"{label} is {_short(value)}, on the same inputs before {_short(want)}"
+        why, tensors = _tensor_pairs(first, later)
+        if why:
+            return why
+        for label, want, value in tensors:
+            found, _, _ = compare(want, value, tolerance_for(want.dtype, self.table, self.atol, self.rtol), label)
+            errors = [f for f in found if f.severity is Severity.ERROR]
+            if errors:
+                return errors[0].message
         return ""
 
     def first_disagreement(self, pairs: Sequence[tuple[Any, Any]]) -> tuple[int, str]:
@@ -288,16 +290,11 @@ class Agreement:
     def _suspect(self, first: Any, later: Any) -> bool | torch.Tensor:
         """False where the pair agrees for certain, True where it may not (compare it
         whole), else a boolean tensor on the device: whether any element differs."""
-        structure, wanted = _output_leaves(first)
-        other, got = _output_leaves(later)
-        if other != structure:
+        why, tensors = _tensor_pairs(first, later)
+        if why:
             return True
         flags = []
-        for want, value in zip(wanted, got):
-            if type(want) is not torch.Tensor:
-                if type(value) is torch.Tensor or repr(value) != repr(want):
-                    return True
-                continue
+        for _, want, value in tensors:
             if type(value) is not torch.Tensor or value.shape != want.shape or value.dtype != want.dtype or value.device != want.device:
                 return True
             if want.numel() >= CHUNK_ELEMENTS:
@@ -315,17 +312,22 @@ class Agreement:
         return torch.stack(flags).any() if flags else False
 
 
-def agreement(table: str = "default", atol: float = -1.0, rtol: float = -1.0) -> Agreement:
-    """An :class:`Agreement` with the tolerance table and ``atol``/``rtol`` overrides of
-    ``tolerance_for``."""
-    return Agreement(table, atol, rtol)
-
-
-def _output_leaves(value: Any) -> tuple[str, list[Any]]:
-    """``execution.flatten_outputs`` (which imports this module)."""
-    if isinstance(value, (tuple, list)):
-        return f"{type(value).__name__}[{len(value)}]", list(value)
-    return "tensor", [value]
+def _tensor_pairs(first: Any, later: Any) -> tuple[str, list[tuple[str, torch.Tensor, Any]]]:
+    """Why two calls' outputs differ in structure or in a value that is not a tensor
+    (``""`` when they do not), and ``(label, first's tensor, later's leaf)`` for each
+    tensor output."""
+    structure, wanted = flatten_outputs(first)
+    other, got = flatten_outputs(later)
+    if other != structure:
+        return f"it returned {other}, on the same inputs before {structure}", []
+    tensors = []
+    for index, (want, value) in enumerate(zip(wanted, got)):
+        label = "output" if len(wanted) == 1 else f"output {index}"
+        if type(want) is torch.Tensor:
+            tensors.append((label, want, value))
+        elif type(value) is torch.Tensor or repr(value) != repr(want):
+            return f"{label} is {_short(value)}, on the same inputs before {_short(want)}", []
+    return "", tensors
 
 
 def _short(value: Any) -> str:

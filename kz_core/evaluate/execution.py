@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 import torch
 
-from kz_core.evaluate.correctness import kernel_checks
+from kz_core.evaluate.correctness import flatten_outputs, kernel_checks
 
 
 def load_module(code: str, name: str, filename: str) -> types.ModuleType:
@@ -94,13 +94,6 @@ def instantiate(model_class: type, init_inputs: list[Any], seed: int, device: st
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
     return model
-
-
-def flatten_outputs(output: Any) -> tuple[str, list[Any]]:
-    """``(structure, leaves)``: ``"tensor"`` for one output, ``"tuple[3]"`` for three."""
-    if isinstance(output, (tuple, list)):
-        return f"{type(output).__name__}[{len(output)}]", list(output)
-    return "tensor", [output]
 
 
 _FINGERPRINT_CHUNK = 1 << 24

@@ -4,9 +4,9 @@ KernelBench-format problems set their sizes as module-level integer constants th
 ``get_inputs`` and ``get_init_inputs`` read (``batch_size = 16``, ``N = 2048 * 2``). A
 kernel that hard-codes those sizes passes every trial at the default size; one trial at
 other sizes catches it. The other sizes keep the alignment the default ones have (up to
-16 elements), which honest kernels may rely on. :func:`size_variations` proposes rebindings, most aggressive
-first (every constant at once, then one constant at a time); the reference worker uses
-the first one its reference accepts.
+16 elements), which honest kernels may rely on. :func:`size_variations` proposes
+rebindings, most aggressive first (every constant at once, then one constant at a time);
+the reference worker uses the first one its reference accepts.
 
 Reads the problem's syntax tree only; never runs it.
 """

@@ -164,7 +164,7 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
         request asks (its ``seeds``, ``decoys`` and ``settings``; with ``agree``, the
         tolerance table and ``atol``/``rtol`` every timed call must agree with its input
         set's first call within): a ``timing.Timed``."""
-        from kz_core.evaluate.correctness import agreement
+        from kz_core.evaluate.correctness import Agreement
         from kz_core.evaluate.execution import make_inputs
         from kz_core.evaluate.timing import TimingSettings, time_forward
 
@@ -177,7 +177,7 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             self.device,
             TimingSettings(**request["settings"]),
             record_ops=record_ops,
-            agree=agreement(tolerance["table"], float(tolerance["atol"]), float(tolerance["rtol"])) if tolerance else None,
+            agree=Agreement(tolerance["table"], float(tolerance["atol"]), float(tolerance["rtol"])) if tolerance else None,
         )
 
     def varied_module(self, problem: dict[str, Any], overrides: dict[str, int]) -> Any:

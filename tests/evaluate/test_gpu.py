@@ -197,7 +197,7 @@ def test_gpu_every_timed_call_is_checked_not_only_the_first_and_last(method):
     kept output was poisoned before each replay."""
     import torch
 
-    from kz_core.evaluate.correctness import agreement
+    from kz_core.evaluate.correctness import Agreement
     from kz_core.evaluate.timing import TimingSettings, time_forward
 
     if not torch.cuda.is_available():
@@ -220,12 +220,12 @@ def test_gpu_every_timed_call_is_checked_not_only_the_first_and_last(method):
         return out.copy_(torch.where((counter > 4) & (counter % 7 == 3), out, x * 2))
 
     settings = TimingSettings(method=method, min_trials=12, max_trials=40, max_calls_per_replay=64, l2_flush_bytes=1 << 20)
-    fine = time_forward(honest, make, [3, 5], [7, 11], "cuda", settings, agree=agreement())
+    fine = time_forward(honest, make, [3, 5], [7, 11], "cuda", settings, agree=Agreement())
     assert fine.disagreement == "" and fine.stats["clock"] == ("cuda_graph" if method == "graph" else "cuda_events")
     assert fine.stats["calls_per_trial"] == (64 if method == "graph" else 1)
     assert [seed for seed, _ in fine.outputs] == [3, 5]
     for seed, output in fine.outputs:
         torch.testing.assert_close(output, make(seed)[0] * 2)
     for cheat in (sometimes_wrong, sometimes_stale):
-        caught = time_forward(cheat, make, [3, 5], [7, 11], "cuda", settings, agree=agreement())
+        caught = time_forward(cheat, make, [3, 5], [7, 11], "cuda", settings, agree=Agreement())
         assert "differs from the first on the same inputs" in caught.disagreement, (cheat.__name__, caught.disagreement)

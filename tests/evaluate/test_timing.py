@@ -113,9 +113,9 @@ def test_inputs_that_differ_in_shape_or_value_do_not_share_a_graph():
 
 
 def test_outputs_of_the_same_inputs_agree_within_their_dtypes_tolerance():
-    from kz_core.evaluate.correctness import agreement
+    from kz_core.evaluate.correctness import Agreement
 
-    agree = agreement()
+    agree = Agreement()
     first = torch.randn(64)
     assert agree(first, first.clone()) == ""
     assert agree(first, first * (1 + 1e-6)) == ""  # atomics may round differently every call
@@ -126,7 +126,7 @@ def test_outputs_of_the_same_inputs_agree_within_their_dtypes_tolerance():
     assert agree(first.to(torch.int32), first.to(torch.int32) + 1) != ""  # integers exactly
     nan = torch.tensor([float("nan"), 1.0])
     assert agree(nan, nan.clone()) == ""
-    assert agreement(atol=1.0, rtol=0.0)(first, first + 0.5) == ""
+    assert Agreement(atol=1.0, rtol=0.0)(first, first + 0.5) == ""
 
 
 def test_graph_calls_are_bounded_by_the_bytes_of_outputs_kept():
@@ -149,9 +149,9 @@ def test_bounded_replay_plans_stay_even_and_cycle_whole(calls, buffers, output_b
 
 
 def test_many_pairs_are_screened_at_once_and_the_first_disagreement_named():
-    from kz_core.evaluate.correctness import agreement
+    from kz_core.evaluate.correctness import Agreement
 
-    agree = agreement()
+    agree = Agreement()
     first = torch.randn(32)
     pairs = [(first, first.clone()), (first, first * (1 + 1e-6)), ((first, 1), (first, 1)), (first, first.clone())]
     assert agree.first_disagreement(pairs) == (-1, "")
