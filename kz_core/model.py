@@ -184,6 +184,8 @@ class RuntimeStats:
     :ivar calls_per_trial: forward calls one timed trial replayed (a trial's time is
         divided by it; 1 outside graph timing).
     :ivar note: why a GPU timing is not of the requested method (``""`` when it is).
+    :ivar unseen_ms: a candidate's time per call on inputs it had never seen, after the
+        timed trials on repeated inputs (GPU only; ``None`` for baselines and CPUs).
     """
 
     median_ms: float
@@ -193,6 +195,7 @@ class RuntimeStats:
     clock: str
     calls_per_trial: int = 1
     note: str = ""
+    unseen_ms: float | None = None
 
 
 @attrs.frozen

@@ -51,6 +51,7 @@ from kz_core.evaluate.judge import (
     decide_verdict,
     judge_timed_outputs,
     judge_trials,
+    judge_unseen,
     peak_bandwidth_gbps,
     speed_of_light_finding,
     summary_message,
@@ -1152,7 +1153,7 @@ class Evaluator:
         if failure is not None or reply is None:
             findings.append(failure)  # type: ignore[arg-type]
             return fields
-        runtime = from_json_dict(RuntimeStats, reply["stats"])
+        runtime = self._rewarded_runtime(from_json_dict(RuntimeStats, reply["stats"]), findings)
         fields["runtime"] = runtime
         if self.device == "cpu":
             return fields  # CPU timings are recorded, never turned into speedups
@@ -1167,8 +1168,10 @@ class Evaluator:
             if failure is not None or reply is None:
                 findings.append(failure)  # type: ignore[arg-type]
                 return fields
-            runtime = from_json_dict(RuntimeStats, reply["stats"])
-            fields["runtime"] = attrs.evolve(runtime, note=f"timed with CUDA events like its baselines ({_baseline_note(baselines)})")
+            findings[:] = [f for f in findings if f.check != "unseen_inputs_slower"]  # judged again on these timings
+            runtime = self._rewarded_runtime(from_json_dict(RuntimeStats, reply["stats"]), findings)
+            like = f"timed with CUDA events like its baselines ({_baseline_note(baselines)})"
+            runtime = fields["runtime"] = attrs.evolve(runtime, note=f"{like}; {runtime.note}" if runtime.note else like)
             baselines = timed("baseline_s", self._baselines, problem, events, findings)
         fields["baselines"] = baselines
         fields["speedups"] = {
@@ -1197,6 +1200,9 @@ class Evaluator:
             # Every timed call must agree with the first on the same inputs, which is
             # compared with the reference (only an executor's check is the evaluator's own).
             "agree": {"table": self.config.tolerance, "atol": self.config.atol, "rtol": self.config.rtol},
+            # Calls timed after the others on inputs never seen, each checked too: a forward
+            # that memoises what it computed for the repeated timing inputs shows it there.
+            "unseen": list(self.seeds.unseen) if self.device != "cpu" else [],
         }
         with self._gpu.exclusive():
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "timing")
@@ -1208,16 +1214,29 @@ class Evaluator:
         if failure is not None or reply is None:
             return reply, failure
         try:
-            reply = validate_timed(reply, set(self.seeds.timing))
+            reply = validate_timed(reply, set(self.seeds.timing) | set(request["unseen"]))
         except ReplyError as exc:
             return None, Finding("runtime_error", f"the timing reply is malformed: {exc}")
+        if request["unseen"] and {entry["seed"] for entry in reply["timed_outputs"]} != set(request["seeds"]) | set(request["unseen"]):
+            if reply["stats"].get("unseen_ms") is not None or "not timed on unseen inputs" not in str(reply["stats"].get("note", "")):
+                return None, Finding("runtime_error", "the timing reply lacks the outputs of the calls on unseen inputs")
         drift = judge_timed_outputs(
-            problem, reference.trials, reply, pm=self.pm, tolerance_table=self.config.tolerance, atol=self.config.atol, rtol=self.config.rtol
+            problem,
+            reference.trials,
+            reply,
+            pm=self.pm,
+            tolerance_table=self.config.tolerance,
+            atol=self.config.atol,
+            rtol=self.config.rtol,
+            unseen=frozenset(request["unseen"]),
         )
         if drift:
             return reply, drift[0]
         if reply["disagreement"]:
             return reply, Finding("state_drift", f"a timed call's output changed between calls on the same inputs: {reply['disagreement'][:400]}")
+        _, memoised = judge_unseen(from_json_dict(RuntimeStats, reply["stats"]))
+        if memoised is not None:
+            return reply, memoised
         if reply.get("compute_ops"):
             ops = ", ".join(reply["compute_ops"][:8])
             message = f"torch computed in the timed calls, captured in a CUDA graph ({ops}); the backend's kernels must do the work"
@@ -1226,6 +1245,15 @@ class Evaluator:
             if not any(f.check == "torch_compute_in_forward" for f in findings):
                 findings.append(Finding("torch_compute_in_forward", message, Severity.WARNING))
         return reply, None
+
+    @staticmethod
+    def _rewarded_runtime(runtime: RuntimeStats, findings: list[Finding]) -> RuntimeStats:
+        """The time a candidate is paid for: its time on unseen inputs where that is slower
+        than on the repeated timing inputs by ``judge.UNSEEN_SLOWER`` (with a warning)."""
+        runtime, finding = judge_unseen(runtime)
+        if finding is not None:
+            findings.append(finding)
+        return runtime
 
     def _baselines(self, problem: Problem, settings: TimingSettings, findings: list[Finding]) -> dict[str, RuntimeStats]:
         baselines: dict[str, RuntimeStats] = {}

@@ -14,6 +14,9 @@ records, tolerances), run in the trusted parent. Each runtime guard is a named c
 - ``thread_or_stream``: threads started, the current stream changed, or kernels ran on
   more than one CUDA stream;
 - ``state_drift``: outputs of the timed calls differ from the reference;
+- ``memoisation``: calls timed on inputs never seen before took ``MEMOISED`` times the
+  median on the repeated timing inputs or more (from ``UNSEEN_SLOWER`` on, a warning,
+  ``unseen_inputs_slower``, and the unseen time is the candidate's);
 - ``output_not_from_kernel``: in a replayed plan, an output's bytes come from torch's
   copies of inputs or constants, not from a kernel of the candidate;
 - ``speed_of_light`` (warning): faster than moving the inputs and outputs once at the
@@ -27,9 +30,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import attrs
+
 from kz_core.evaluate.correctness import compare_outputs
 from kz_core.evaluate.guards import FORMAT_CHECKS
-from kz_core.model import Finding, Problem, Severity, Verdict
+from kz_core.model import Finding, Problem, RuntimeStats, Severity, Verdict
 from kz_core.serialization import from_json_dict
 
 #: Error findings that mean wrong outputs (verdict ``incorrect``).
@@ -188,21 +193,60 @@ def judge_trials(
 
 
 def judge_timed_outputs(
-    problem: Problem, reference: dict[int, dict[str, Any]], reply: dict[str, Any], *, pm: Any, tolerance_table: str, atol: float, rtol: float
+    problem: Problem,
+    reference: dict[int, dict[str, Any]],
+    reply: dict[str, Any],
+    *,
+    pm: Any,
+    tolerance_table: str,
+    atol: float,
+    rtol: float,
+    unseen: frozenset[int] = frozenset(),
 ) -> list[Finding]:
-    """``state_drift`` when the outputs of timed calls differ from the reference."""
+    """``state_drift`` when the outputs of timed calls differ from the reference (those
+    on the ``unseen`` seeds' inputs, timed after the others, included)."""
     for timed in reply["timed_outputs"]:
         ref = reference[timed["seed"]]
+        label = "a timed call on inputs it had not seen before" if timed["seed"] in unseen else "a timed call"
         if "comparison" in timed:
             found = [from_json_dict(Finding, f) for f in timed["comparison"]["findings"]]
         elif timed["structure"] != ref["structure"] or any(got is None for got in timed["outputs"]):
             return [Finding("state_drift", "the timed calls returned outputs of another structure or type than the correctness trials")]
         else:
-            found, _, _ = compare_outputs(problem, ref["outputs"], timed["outputs"], pm=pm, table=tolerance_table, atol=atol, rtol=rtol, label="a timed call")
+            found, _, _ = compare_outputs(problem, ref["outputs"], timed["outputs"], pm=pm, table=tolerance_table, atol=atol, rtol=rtol, label=label)
         errors = [f for f in found if f.severity is Severity.ERROR]
         if errors:
-            return [Finding("state_drift", f"a timed call's output differs from the reference: {errors[0].message}")]
+            return [Finding("state_drift", f"{label}'s output differs from the reference: {errors[0].message}")]
     return []
+
+
+#: Time per call on unseen inputs over the median on the repeated timing inputs: from
+#: ``UNSEEN_SLOWER`` on, the candidate's time is the unseen one (a warning); from
+#: ``MEMOISED`` on, it is rejected (``memoisation``). Honest kernels, whose work does not
+#: depend on having seen their inputs, stay well below both.
+UNSEEN_SLOWER = 1.25
+MEMOISED = 3.0
+
+
+def judge_unseen(runtime: RuntimeStats) -> tuple[RuntimeStats, Finding | None]:
+    """The runtime to reward, and a finding, from a candidate's time on unseen inputs
+    (``RuntimeStats.unseen_ms``): a forward much slower there than on the repeated timing
+    inputs returns results it kept for inputs it had seen."""
+    if runtime.unseen_ms is None or runtime.median_ms <= 0:
+        return runtime, None
+    ratio = runtime.unseen_ms / runtime.median_ms
+    said = (
+        f"{runtime.unseen_ms * 1e3:.1f} us per call on inputs it had never seen, {ratio:.1f} times its median of "
+        f"{runtime.median_ms * 1e3:.1f} us on the timing inputs, which every timed call repeats"
+    )
+    if ratio >= MEMOISED:
+        return runtime, Finding("memoisation", f"{said}: it returns results kept for inputs it has seen instead of computing them")
+    if ratio >= UNSEEN_SLOWER:
+        note = f"timed on unseen inputs: {said}"
+        return attrs.evolve(runtime, median_ms=runtime.unseen_ms, note=f"{runtime.note}; {note}" if runtime.note else note), Finding(
+            "unseen_inputs_slower", f"{said}; its time is taken on unseen inputs", Severity.WARNING
+        )
+    return runtime, None
 
 
 def peak_bandwidth_gbps(device_name: str, configured: float) -> float:

@@ -31,7 +31,7 @@ from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import BaselineCache, result_key
 from kz_core.evaluate.memory import FIRST_REFERENCE_SHARE, MemoryBudget, is_gpu_oom
 from kz_core.evaluate.sandbox import WorkerPool
-from kz_core.evaluate.timing import TimingSettings
+from kz_core.evaluate.timing import UNSEEN_REPLAYS, TimingSettings
 from kz_core.evaluate.variants import size_variations
 from kz_core.model import Environment, Finding, Problem, RuntimeStats, Severity
 from kz_core.serialization import from_json_dict
@@ -48,6 +48,9 @@ class Seeds:
     #: Inputs a CUDA graph is warmed up and captured on before the timing inputs are
     #: copied into its buffers (``kz_core.evaluate.timing``); no reference needed.
     decoys: tuple[int, ...]
+    #: Inputs of calls timed after the others on a GPU, each set never seen by the
+    #: candidate before (``kz_core.evaluate.timing``): their outputs are checked too.
+    unseen: tuple[int, ...] = ()
 
     @classmethod
     def draw(cls, trials: int) -> Seeds:
@@ -57,6 +60,7 @@ class Seeds:
             timing=tuple(secrets.randbits(62) for _ in range(2)),
             variant=secrets.randbits(62),
             decoys=tuple(secrets.randbits(62) for _ in range(2)),
+            unseen=tuple(secrets.randbits(62) for _ in range(2 * UNSEEN_REPLAYS)),
         )
 
 
@@ -215,7 +219,7 @@ class ReferenceService:
             "op": "reference",
             "problem": problem_payload(problem),
             "init_seed": self.seeds.init,
-            "seeds": list(self.seeds.trials + self.seeds.timing),
+            "seeds": list(self.seeds.trials + self.seeds.timing + (self.seeds.unseen if self.device != "cpu" else ())),
             "variations": size_variations(problem.code) if self.config.size_variation else [],
             "variant_seed": self.seeds.variant,
             "max_transfer_bytes": self.config.transfer_limit_mb << 20 if self.device != "cpu" else 1 << 62,

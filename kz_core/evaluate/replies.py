@@ -171,6 +171,9 @@ def validate_timed(reply: Any, seeds: set[int]) -> dict[str, Any]:
         value = _expect(stats.get(key), (float, int), f"stats.{key}")
         if not math.isfinite(value) or value < 0:
             raise ReplyError(f"stats.{key} must be a finite non-negative number")
+    unseen = stats.get("unseen_ms")
+    if unseen is not None and (type(unseen) not in (float, int) or not math.isfinite(unseen) or unseen < 0):
+        raise ReplyError("stats.unseen_ms must be a finite non-negative number")
     if type(stats.get("trials")) is not int or stats["trials"] < 1:
         raise ReplyError("stats.trials must be a positive integer")
     _expect(stats.get("clock"), str, "stats.clock")

@@ -7,11 +7,11 @@ Two methods on a GPU (``eval.timing_method``):
     timed trial flushes the L2 cache (writes a buffer larger than it), records a start
     event, replays the graph and records an end event, all without waiting on the host,
     so the time is the GPU's alone: no Python launcher, no host synchronisation latency.
-    The graph holds an even number of calls alternating over the two timing input sets
-    (each in its own buffers); when one pair of calls takes less than ``replay_ms``, more
-    calls go into the graph, each on its own copy of the inputs up to ``l2_flush_bytes``
-    of copies, so that inputs are read from memory, not from the L2 cache (parameters
-    small enough may stay in it). A trial's time is the replay's divided by its calls.
+    The graph holds an even number of calls alternating over the two timing input sets;
+    when one pair of calls takes less than ``replay_ms``, more calls go into the graph,
+    each on its own copy of the inputs (up to ``INPUT_BYTES`` of copies), so that inputs
+    are read from memory, not from the L2 cache (parameters small enough may stay in it).
+    A trial's time is the replay's divided by its calls.
 
     The calls are warmed up and captured on *decoy* inputs (other secret seeds); only then
     are the timing inputs copied into the captured buffers. The first call's output on
@@ -28,6 +28,14 @@ Two methods on a GPU (``eval.timing_method``):
     keeps has its output copied (inside the graph) on each input set's first call and on
     ``COPIED_CALLS`` calls drawn at random, secretly, for every capture.
 
+    The timed replays repeat two input sets, so a forward that recognises inputs it has
+    seen (a fingerprint of a few elements) and returns what it computed for them would be
+    timed copying, not computing. After the timed replays come ``UNSEEN_REPLAYS`` more, in
+    which every call reads inputs drawn for it alone (``unseen`` seeds on a few calls drawn
+    secretly, whose outputs the caller checks against the reference, throwaway seeds on
+    the others): the fastest is ``stats["unseen_ms"]`` (per call), which the evaluator
+    compares with the median.
+
     A forward that cannot be captured (it synchronises, reads a value back to the host,
     allocates pinned memory, ...) or whose non-tensor inputs vary between seeds is timed
     with ``events`` instead, and its stats say why (``note``). A failed capture leaves
@@ -42,7 +50,8 @@ Two methods on a GPU (``eval.timing_method``):
     small kernels. After each trial (outside its events) its output is compared with the
     first timed call's on the same input set (``agree``), and the trial before it on that
     set is poisoned before its memory is freed, so that a call that writes nothing does
-    not return an earlier call's answer from reused memory.
+    not return an earlier call's answer from reused memory. Two more trials, each on the
+    inputs of an ``unseen`` seed, give ``stats["unseen_ms"]`` (the faster).
 
 Trials continue until a time budget is spent or the spread is small; the median and
 interquartile range summarise them. On a CPU the loop uses ``perf_counter`` and the
@@ -77,6 +86,14 @@ KEPT_BYTES = 1 << 30
 #: Calls (besides each input set's first) whose outputs are copied out of a buffer the
 #: forward keeps, in graph timing: drawn at random for every capture.
 COPIED_CALLS = 6
+
+#: Bytes of input buffers a graph may hold: every call reads a buffer of its own, so that
+#: its calls can also be replayed, each on inputs never seen before (``unseen``).
+INPUT_BYTES = 512 << 20
+
+#: Replays on unseen inputs after the timed ones (graph timing): the ``unseen`` seeds are
+#: shared out among them; their other calls read inputs of throwaway seeds.
+UNSEEN_REPLAYS = 2
 
 
 @attrs.frozen
@@ -183,6 +200,7 @@ def time_forward(
     settings: TimingSettings,
     record_ops: bool = False,
     agree: Any = None,
+    unseen: Sequence[int] = (),
 ) -> Timed:
     """Time ``forward(*make_inputs(seed))`` over the timing ``seeds`` (two, alternating).
 
@@ -192,6 +210,11 @@ def time_forward(
         a timed call's output ``later`` differs from the first timed call's on the same
         input set (``""`` when it does not); every timed call is checked with it and the
         first disagreement is :attr:`Timed.disagreement`.
+    :param unseen: on a GPU, seeds of inputs the forward has never seen, for calls timed
+        after the timed trials (graph replays in which every call reads inputs of its own;
+        events trials each on a set of its own): their time is ``stats["unseen_ms"]`` and
+        their outputs join :attr:`Timed.outputs`, for the caller to check. A forward
+        faster on inputs it has seen (it memoises) shows it there.
     """
     # The timing inputs are drawn first: a failed capture leaves torch's default CUDA
     # generator unusable in this process (the fallback must not draw again).
@@ -202,7 +225,7 @@ def time_forward(
         import torch
 
         try:
-            return _time_graph(forward, make_inputs, input_sets, seeds, decoys, device, settings, record_ops, agree)
+            return _time_graph(forward, make_inputs, input_sets, seeds, decoys, device, settings, record_ops, agree, unseen)
         except GraphUnavailable as exc:
             note, dirty = f"timed with CUDA events: {exc}", exc.dirty
         except torch.OutOfMemoryError:
@@ -241,7 +264,46 @@ def time_forward(
         outputs = []
         for which, seed in enumerate(seeds):
             outputs.append((seed, _copied(forward(*input_sets[which]))))
+    if unseen and device.startswith("cuda"):
+        outputs = [(seed, _copied(output)) for seed, output in outputs]
+        try:
+            unseen_ms, checked = _call_unseen(forward, make_inputs, unseen[:UNSEEN_REPLAYS], device, settings)
+        except Exception as exc:  # noqa: BLE001 - after a failed capture, torch cannot draw inputs here
+            if not dirty:
+                raise
+            stats["note"] = f"{note}; not timed on unseen inputs: {_first_line(exc)}"
+        else:
+            stats["unseen_ms"] = unseen_ms
+            outputs += checked
     return Timed(stats, outputs, dirty=dirty, disagreement="".join(disagreement))
+
+
+def _call_unseen(
+    forward: Callable[..., Any], make_inputs: Callable[[int], list[Any]], unseen: Sequence[int], device: str, settings: TimingSettings
+) -> tuple[float, list[tuple[int, Any]]]:
+    """Events trials after the timed ones, each on the inputs of one ``unseen`` seed
+    (timed like those: L2 flushed, the whole device synchronised): the fastest trial's
+    milliseconds and ``(seed, output)`` of each, copied."""
+    import torch
+
+    flush = torch.empty(settings.l2_flush_bytes, dtype=torch.uint8, device=device)
+    times: list[float] = []
+    checked: list[tuple[int, Any]] = []
+    for seed in unseen:
+        inputs = make_inputs(seed)
+        flush.zero_()
+        torch.cuda.synchronize(device)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        output = forward(*inputs)
+        torch.cuda.synchronize(device)
+        end.record()
+        torch.cuda.synchronize(device)
+        times.append(start.elapsed_time(end))
+        checked.append((seed, _copied(output)))
+        del inputs, output
+    return min(times), checked
 
 
 def _overlapping(value: Any, kept: list[Any]) -> bool:
@@ -267,25 +329,22 @@ def _copied(value: Any) -> Any:
     return value
 
 
-def plan_replay(pair_ms: float, set_bytes: int, settings: TimingSettings) -> tuple[int, int]:
-    """How many calls a graph replays and over how many input buffers.
+def plan_replay(pair_ms: float, set_bytes: int, settings: TimingSettings) -> int:
+    """How many calls a graph replays, each on an input buffer of its own (call j reads
+    buffer j, which holds input set ``j % 2`` in the timed replays).
 
     :param pair_ms: GPU time of one call on each of the two input sets.
     :param set_bytes: bytes of one input set's tensors.
-    :returns: ``(calls, buffers)``: both even, ``calls`` a multiple of ``buffers``; call j
-        reads buffer ``j % buffers``, and buffer b holds input set ``b % 2``.
+    :returns: an even number of calls: enough to take ``settings.replay_ms`` where that
+        allows, their buffers within ``INPUT_BYTES`` (or two calls).
     """
     limit = max(2, settings.max_calls_per_replay - settings.max_calls_per_replay % 2)
     if pair_ms * limit / 2 <= settings.replay_ms:  # even the most calls are short enough
         calls = limit
     else:
         calls = min(limit, 2 * max(1, math.ceil(settings.replay_ms / pair_ms)))
-    if calls == 2:
-        return 2, 2
-    copies = max(1, math.ceil(settings.l2_flush_bytes / max(1, 2 * set_bytes)))
-    buffers = min(calls, 2 * copies)
-    calls = buffers * max(1, calls // buffers)
-    return calls, buffers
+    most = max(2, INPUT_BYTES // max(1, set_bytes))
+    return min(calls, most - most % 2)
 
 
 def _warm_up(step: Callable[[int], Any], device: str, settings: TimingSettings, minimum: int) -> int:
@@ -482,6 +541,7 @@ def _time_graph(
     settings: TimingSettings,
     record_ops: bool,
     agree: Any = None,
+    unseen: Sequence[int] = (),
 ) -> Timed:
     import torch
 
@@ -525,12 +585,12 @@ def _time_graph(
     graph.replay()
     torch.cuda.synchronize(device)
     pair_ms = statistics.median(_replays_ms(graph, flush, device, 5))
-    calls, count = plan_replay(pair_ms, _tensor_bytes(buffers[0]), settings)
+    calls = plan_replay(pair_ms, _tensor_bytes(buffers[0]), settings)
     if not keeps_output:
-        calls, count = _within_kept_bytes(calls, count, output_bytes)
+        calls = _within_kept_bytes(calls, output_bytes)
     if calls > 2:
         del graph, kept
-        buffers += [_copied(buffers[b % 2]) for b in range(2, count)]
+        buffers += [_copied(buffers[b % 2]) for b in range(2, calls)]
         if keeps_output:  # its outputs are copied inside the graph: on a few calls, secretly drawn
             keep = {0, 1, *secrets.SystemRandom().sample(range(2, calls), min(COPIED_CALLS, calls - 2))}
         else:  # every call's own output, none reusing another's memory
@@ -538,7 +598,7 @@ def _time_graph(
         graph, kept = _capture(forward, buffers, calls, keep, device, ops, copy_kept=keeps_output)
     # The timing inputs go into the captured buffers only now: the forward never saw them.
     for which, values in enumerate(input_sets):
-        for b in range(which, count, 2):
+        for b in range(which, calls, 2):
             _copy_into(buffers[b], values)
     torch.cuda.synchronize(device)
 
@@ -550,15 +610,53 @@ def _time_graph(
         replays = _replays_ms(graph, flush, device, min(_CHUNK, settings.max_trials - len(times)), poison)
         measured += sum(replays)
         times += [elapsed / calls for elapsed in replays]
-    del flush
     disagreement = ""
     later = [j for j in sorted(kept) if j >= 2]
     index, why = agree.first_disagreement([(kept[j % 2], kept[j]) for j in later]) if agree is not None else (-1, "")
     if why:
         j = later[index]
         disagreement = f"call {j + 1} of the {calls} in a replayed graph (input set {j % 2 + 1}) differs from the first on the same inputs: {why}"
-    outputs = [(seeds[j], kept[j]) for j in (0, 1)]
-    return Timed(summarize(times, GRAPH_CLOCK, calls), outputs, sorted(set(ops or [])), disagreement=disagreement)
+    stats = summarize(times, GRAPH_CLOCK, calls)
+    if not unseen:
+        return Timed(stats, [(seeds[j], kept[j]) for j in (0, 1)], sorted(set(ops or [])), disagreement=disagreement)
+    outputs = [(seeds[j], _copied(kept[j])) for j in (0, 1)]  # the unseen replays write over them
+    unseen_ms, checked = _replay_unseen(graph, flush, poison, buffers, kept, make_inputs, unseen, device)
+    stats["unseen_ms"] = unseen_ms / calls
+    return Timed(stats, outputs + checked, sorted(set(ops or [])), disagreement=disagreement)
+
+
+def _replay_unseen(
+    graph: Any, flush: Any, poison: Any, buffers: list[list[Any]], kept: dict[int, Any], make_inputs: Callable[[int], list[Any]], unseen: Sequence[int], device: str
+) -> tuple[float, list[tuple[int, Any]]]:
+    """``UNSEEN_REPLAYS`` more replays, every call on inputs drawn for it alone (call j
+    reads buffer j): the ``unseen`` seeds' inputs go to calls drawn secretly among those
+    whose outputs are kept, every other call's come from a throwaway seed. A forward that
+    returns what it computed for inputs seen before (a fingerprint of a few elements, a
+    table in a buffer of its own) must compute here.
+
+    :returns: the fastest such replay's milliseconds, and ``(seed, output)`` for each
+        ``unseen`` seed, for the caller to check against the reference (a forward that
+        writes anything fast on inputs it has not seen is found out there).
+    """
+    import torch
+
+    draw = secrets.SystemRandom()
+    share = max(1, len(unseen) // UNSEEN_REPLAYS)
+    times: list[float] = []
+    checked: list[tuple[int, Any]] = []
+    for replay in range(UNSEEN_REPLAYS):
+        mine = list(unseen[replay * share : (replay + 1) * share])[: len(kept)]
+        if not mine:
+            break
+        placed = dict(zip(draw.sample(sorted(kept), len(mine)), mine))
+        for b, values in enumerate(buffers):
+            fresh = make_inputs(placed.get(b, secrets.randbits(62)))
+            _copy_into(values, fresh)
+            del fresh
+        torch.cuda.synchronize(device)
+        times += _replays_ms(graph, flush, device, 1, poison)
+        checked += [(seed, _copied(kept[j])) for j, seed in placed.items()]
+    return min(times), checked
 
 
 def _poison(value: Any, secret: int, spare: list[Any]) -> None:
@@ -591,12 +689,10 @@ def _poisoning(kept: dict[int, Any], spare: list[Any], device: str) -> Any:
     return graph
 
 
-def _within_kept_bytes(calls: int, buffers: int, output_bytes: int) -> tuple[int, int]:
-    """``plan_replay``'s ``(calls, buffers)``, fewer where keeping every call's output
-    would take more than ``KEPT_BYTES``: both even, ``calls`` a multiple of ``buffers``."""
+def _within_kept_bytes(calls: int, output_bytes: int) -> int:
+    """``plan_replay``'s ``calls``, fewer (and even) where keeping every call's output
+    would take more than ``KEPT_BYTES``."""
     if calls * output_bytes <= KEPT_BYTES:
-        return calls, buffers
+        return calls
     limit = max(2, KEPT_BYTES // max(1, output_bytes))
-    limit -= limit % 2
-    buffers = min(buffers, limit)
-    return buffers * max(1, limit // buffers), buffers
+    return limit - limit % 2

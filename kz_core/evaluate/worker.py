@@ -163,7 +163,8 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
         """Time ``forward`` on the problem ``module``'s inputs as a ``time`` or ``baseline``
         request asks (its ``seeds``, ``decoys`` and ``settings``; with ``agree``, the
         tolerance table and ``atol``/``rtol`` every timed call must agree with its input
-        set's first call within): a ``timing.Timed``."""
+        set's first call within; with ``unseen``, seeds of inputs for calls timed after
+        the others): a ``timing.Timed``."""
         from kz_core.evaluate.correctness import Agreement
         from kz_core.evaluate.execution import make_inputs
         from kz_core.evaluate.timing import TimingSettings, time_forward
@@ -178,6 +179,7 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             TimingSettings(**request["settings"]),
             record_ops=record_ops,
             agree=Agreement(tolerance["table"], float(tolerance["atol"]), float(tolerance["rtol"])) if tolerance else None,
+            unseen=request.get("unseen", []),
         )
 
     def varied_module(self, problem: dict[str, Any], overrides: dict[str, int]) -> Any:

@@ -229,3 +229,51 @@ def test_gpu_every_timed_call_is_checked_not_only_the_first_and_last(method):
     for cheat in (sometimes_wrong, sometimes_stale):
         caught = time_forward(cheat, make, [3, 5], [7, 11], "cuda", settings, agree=Agreement())
         assert "differs from the first on the same inputs" in caught.disagreement, (cheat.__name__, caught.disagreement)
+
+
+@pytest.mark.parametrize("method", ["graph", "events"])
+def test_gpu_a_forward_that_memoises_is_timed_on_unseen_inputs(method):
+    """Written against timing whose trials repeated two input sets and nothing else: the
+    memoising cheat (tests/cheats/triton/memoise_seen_inputs.py: a fingerprint of a few
+    elements, a table of kept products in buffers of its module) was timed copying. Calls
+    after the timed ones, each on inputs never seen, are timed too and returned for
+    checking: an honest forward takes its usual time there, the memoiser its real one."""
+    import importlib.util
+
+    import torch
+
+    from kz_core.evaluate.correctness import Agreement
+    from kz_core.evaluate.judge import judge_unseen
+    from kz_core.evaluate.timing import TimingSettings, time_forward
+    from kz_core.model import RuntimeStats
+
+    from .conftest import CHEATS
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    spec = importlib.util.spec_from_file_location("kz_test_memoiser", CHEATS / "triton" / "memoise_seen_inputs.py")
+    cheat_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cheat_module)
+
+    def make(seed):
+        generator = torch.Generator("cuda").manual_seed(seed)
+        return [torch.randn(96, 80, device="cuda", generator=generator), torch.randn(80, 72, device="cuda", generator=generator)]
+
+    unseen = [13, 17, 19, 23]
+    settings = TimingSettings(method=method, min_trials=12, max_trials=40, max_calls_per_replay=64, l2_flush_bytes=1 << 20)
+    for name, forward in (("honest", lambda a, b: torch.mm(a, b)), ("memoiser", cheat_module.ModelNew().cuda())):
+        timed = time_forward(forward, make, [3, 5], [7, 11], "cuda", settings, agree=Agreement(), unseen=unseen)
+        seeds = [seed for seed, _ in timed.outputs]
+        assert seeds[:2] == [3, 5] and sorted(seeds[2:]) == (unseen if method == "graph" else unseen[:2]), (name, seeds)
+        for seed, output in timed.outputs:
+            a, b = make(seed)
+            torch.testing.assert_close(output, a @ b, atol=1e-4, rtol=1e-4)
+        assert timed.disagreement == ""
+        _, finding = judge_unseen(RuntimeStats(**timed.stats))
+        ratio = timed.stats["unseen_ms"] / timed.stats["median_ms"]
+        if name == "honest":
+            assert finding is None, (method, ratio, timed.stats)
+        elif method == "graph":
+            assert finding is not None and finding.check == "memoisation", (ratio, timed.stats)
+        # With events, the host's latency in every trial (measured on the H200: a median of
+        # 0.21 ms, 1.17 times that on unseen inputs) hides what memoising saves here.

@@ -29,8 +29,37 @@ def test_a_timing_reply_without_a_disagreement_reads_as_none():
         {"timed_outputs": [{"seed": 4, "structure": "tensor", "outputs": [None]}]},
         {"stats": {"median_ms": -1.0, "iqr_ms": 0.1, "min_ms": 0.9, "trials": 10, "clock": "cuda_graph"}},
         {"timed_outputs": []},
+        {"stats": {"median_ms": 1.0, "iqr_ms": 0.1, "min_ms": 0.9, "trials": 10, "clock": "cuda_graph", "unseen_ms": float("nan")}},
+        {"stats": {"median_ms": 1.0, "iqr_ms": 0.1, "min_ms": 0.9, "trials": 10, "clock": "cuda_graph", "unseen_ms": "0.1"}},
     ],
 )
 def test_a_malformed_timing_reply_is_a_reply_error(changes):
     with pytest.raises(ReplyError):
         validate_timed(_reply(**changes), {3, 5})
+
+
+def test_the_time_on_unseen_inputs_is_a_number_or_absent():
+    stats = {"median_ms": 1.0, "iqr_ms": 0.1, "min_ms": 0.9, "trials": 10, "clock": "cuda_graph", "unseen_ms": 1.1}
+    assert validate_timed(_reply(stats=stats), {3})["stats"]["unseen_ms"] == 1.1
+    assert "unseen_ms" not in validate_timed(_reply(), {3})["stats"]
+
+
+def test_the_time_on_unseen_inputs_decides_what_is_paid_and_what_is_rejected():
+    """``judge.judge_unseen``: an honest forward takes about its median on inputs it has
+    never seen; one slower there by ``UNSEEN_SLOWER`` is paid for that time (a warning);
+    from ``MEMOISED`` on it is rejected: it returned kept results for repeated inputs."""
+    from kz_core.evaluate.judge import MEMOISED, UNSEEN_SLOWER, decide_verdict, judge_unseen
+    from kz_core.model import RuntimeStats, Severity, Verdict
+
+    def stats(unseen):
+        return RuntimeStats(median_ms=0.1, iqr_ms=0.001, min_ms=0.099, trials=40, clock="cuda_graph", calls_per_trial=64, unseen_ms=unseen)
+
+    for unseen in (None, 0.09, 0.1, 0.1 * UNSEEN_SLOWER * 0.99):
+        assert judge_unseen(stats(unseen)) == (stats(unseen), None)
+    paid, finding = judge_unseen(stats(0.2))
+    assert paid.median_ms == 0.2 and "unseen inputs" in paid.note
+    assert finding.check == "unseen_inputs_slower" and finding.severity is Severity.WARNING
+    assert decide_verdict([finding]) is Verdict.CORRECT
+    paid, finding = judge_unseen(stats(0.1 * MEMOISED))
+    assert paid.median_ms == 0.1 and finding.check == "memoisation" and finding.severity is Severity.ERROR
+    assert decide_verdict([finding]) is Verdict.REJECTED

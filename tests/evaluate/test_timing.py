@@ -13,35 +13,25 @@ from kz_core.evaluate.timing import TimingSettings, plan_replay, time_forward
 
 
 def test_a_pair_of_calls_long_enough_is_replayed_alone():
-    assert plan_replay(pair_ms=2.0, set_bytes=1 << 20, settings=TimingSettings(replay_ms=0.5)) == (2, 2)
+    assert plan_replay(pair_ms=2.0, set_bytes=1 << 20, settings=TimingSettings(replay_ms=0.5)) == 2
 
 
 def test_short_calls_are_batched_each_on_its_own_copy_of_the_inputs():
-    calls, buffers = plan_replay(pair_ms=0.01, set_bytes=64 << 10, settings=TimingSettings(replay_ms=0.5, max_calls_per_replay=256))
-    assert calls == 100 and buffers == 100  # 0.5 ms / 0.01 ms per pair, 2 calls a pair
+    assert plan_replay(pair_ms=0.01, set_bytes=64 << 10, settings=TimingSettings(replay_ms=0.5, max_calls_per_replay=256)) == 100  # 0.5 ms / 0.01 ms a pair
 
 
-def test_copies_stop_at_the_rotation_budget_and_calls_cycle_over_them():
-    settings = TimingSettings(replay_ms=1.0, max_calls_per_replay=256, l2_flush_bytes=8 << 20)
-    calls, buffers = plan_replay(pair_ms=0.01, set_bytes=1 << 20, settings=settings)
-    assert buffers == 8  # 8 MB of copies of 1 MB input sets
-    assert calls == 200 and calls % buffers == 0
+def test_calls_stop_where_their_input_buffers_reach_the_budget():
+    # Every call reads a buffer of its own (so that each can be given inputs never seen):
+    # 64 MB input sets, 8 of them in 512 MB, a shorter replay than replay_ms asks.
+    assert plan_replay(pair_ms=0.01, set_bytes=64 << 20, settings=TimingSettings(replay_ms=1.0, max_calls_per_replay=256)) == 8
+    assert plan_replay(pair_ms=0.01, set_bytes=4 << 30, settings=TimingSettings(replay_ms=1.0)) == 2  # even one is over
 
 
-@given(
-    pair_ms=st.floats(0.0, 50.0),
-    set_bytes=st.integers(0, 1 << 34),
-    replay_ms=st.floats(0.01, 10.0),
-    max_calls=st.integers(1, 2048),
-    rotation=st.integers(1, 1 << 30),
-)
-def test_replay_plans_are_even_bounded_and_cycle_whole(pair_ms, set_bytes, replay_ms, max_calls, rotation):
-    settings = TimingSettings(replay_ms=replay_ms, max_calls_per_replay=max_calls, l2_flush_bytes=rotation)
-    calls, buffers = plan_replay(pair_ms, set_bytes, settings)
-    assert calls % 2 == 0 and buffers % 2 == 0 and calls % buffers == 0
-    assert 2 <= buffers <= calls <= max(2, max_calls)
-    if buffers > 2:  # copies beyond the two input sets stay within the rotation budget
-        assert (buffers - 2) * set_bytes <= rotation
+@given(pair_ms=st.floats(0.0, 50.0), set_bytes=st.integers(0, 1 << 34), replay_ms=st.floats(0.01, 10.0), max_calls=st.integers(1, 2048))
+def test_replay_plans_are_even_and_bounded(pair_ms, set_bytes, replay_ms, max_calls):
+    calls = plan_replay(pair_ms, set_bytes, TimingSettings(replay_ms=replay_ms, max_calls_per_replay=max_calls))
+    assert calls % 2 == 0 and 2 <= calls <= max(2, max_calls)
+    assert calls == 2 or calls * set_bytes <= timing.INPUT_BYTES
 
 
 def test_on_a_cpu_time_forward_alternates_the_seeds_and_returns_an_output_per_seed():
@@ -58,6 +48,9 @@ def test_on_a_cpu_time_forward_alternates_the_seeds_and_returns_an_output_per_se
     assert timed.stats["clock"] == "cpu" and timed.stats["trials"] == 4 and timed.stats["calls_per_trial"] == 1
     assert set(seen) == {3.0, 5.0}  # decoys are for graph capture only
     assert {seed: float(out[0]) for seed, out in timed.outputs} == {3: 6.0, 5: 10.0}
+    # Unseen inputs are for GPU timings (CPU times are never turned into speedups).
+    timed = time_forward(forward, make, [3, 5], [7, 11], "cpu", TimingSettings(min_trials=4, max_trials=4), unseen=[13, 17])
+    assert [seed for seed, _ in timed.outputs] == [3, 5] and "unseen_ms" not in timed.stats
 
 
 def test_a_forward_that_returns_a_buffer_it_keeps_gets_each_seeds_own_output():
@@ -130,22 +123,17 @@ def test_outputs_of_the_same_inputs_agree_within_their_dtypes_tolerance():
 
 
 def test_graph_calls_are_bounded_by_the_bytes_of_outputs_kept():
-    assert timing._within_kept_bytes(512, 512, 1 << 10) == (512, 512)
-    calls, buffers = timing._within_kept_bytes(512, 512, 64 << 20)  # 64 MB outputs: 16 fit in 1 GiB
-    assert calls == 16 and buffers == 16
-    calls, buffers = timing._within_kept_bytes(400, 8, 100 << 20)  # 10 fit: 8 buffers cycled once
-    assert calls == 8 and buffers == 8
-    assert timing._within_kept_bytes(40, 40, 4 << 30) == (2, 2)  # even one is more than the budget
+    assert timing._within_kept_bytes(512, 1 << 10) == 512
+    assert timing._within_kept_bytes(512, 64 << 20) == 16  # 64 MB outputs: 16 fit in 1 GiB
+    assert timing._within_kept_bytes(400, 100 << 20) == 10
+    assert timing._within_kept_bytes(40, 4 << 30) == 2  # even one is more than the budget
 
 
-@given(calls=st.integers(1, 1024), buffers=st.integers(1, 1024), output_bytes=st.integers(0, 1 << 34))
-def test_bounded_replay_plans_stay_even_and_cycle_whole(calls, buffers, output_bytes):
-    calls, buffers = 2 * calls, 2 * min(buffers, calls)
-    calls = buffers * (calls // buffers)
-    kept_calls, kept_buffers = timing._within_kept_bytes(calls, buffers, output_bytes)
-    assert kept_calls % 2 == 0 and kept_buffers % 2 == 0 and kept_calls % kept_buffers == 0
-    assert 2 <= kept_buffers <= kept_calls <= calls
-    assert kept_calls == 2 or kept_calls * output_bytes <= timing.KEPT_BYTES
+@given(calls=st.integers(1, 1024), output_bytes=st.integers(0, 1 << 34))
+def test_bounded_replay_plans_stay_even(calls, output_bytes):
+    kept = timing._within_kept_bytes(2 * calls, output_bytes)
+    assert kept % 2 == 0 and 2 <= kept <= 2 * calls
+    assert kept == 2 or kept * output_bytes <= timing.KEPT_BYTES
 
 
 def test_many_pairs_are_screened_at_once_and_the_first_disagreement_named():
