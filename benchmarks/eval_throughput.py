@@ -136,6 +136,11 @@ def _summary(number: int, results: list, elapsed: float, evaluator) -> dict:
                 "problem": r.problem,
                 "verdict": r.verdict.value,
                 "eager_ms": r.baselines["eager"].median_ms if "eager" in r.baselines else None,
+                # The candidate's time on the repeated timing inputs and on unseen inputs.
+                "median_ms": r.runtime.median_ms if r.runtime else None,
+                "unseen_ms": r.runtime.unseen_ms if r.runtime else None,
+                "warnings": sorted({f.check for f in r.findings if f.severity.value == "warning"}),
+                "message": r.message if r.verdict.value != "correct" else "",
                 "stages_s": {k: round(v, 3) for k, v in attrs.asdict(r.timings).items() if v is not None},
             }
             for r in results
