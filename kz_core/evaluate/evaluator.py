@@ -1168,7 +1168,7 @@ class Evaluator:
             if failure is not None or reply is None:
                 findings.append(failure)  # type: ignore[arg-type]
                 return fields
-            findings[:] = [f for f in findings if f.check != "unseen_inputs_slower"]  # judged again on these timings
+            findings[:] = [f for f in findings if f.check not in ("unseen_inputs_slower", "unseen_not_timed")]  # judged again on these timings
             runtime = self._rewarded_runtime(from_json_dict(RuntimeStats, reply["stats"]), findings)
             like = f"timed with CUDA events like its baselines ({_baseline_note(baselines)})"
             runtime = fields["runtime"] = attrs.evolve(runtime, note=f"{like}; {runtime.note}" if runtime.note else like)
@@ -1246,13 +1246,17 @@ class Evaluator:
                 findings.append(Finding("torch_compute_in_forward", message, Severity.WARNING))
         return reply, None
 
-    @staticmethod
-    def _rewarded_runtime(runtime: RuntimeStats, findings: list[Finding]) -> RuntimeStats:
+    def _rewarded_runtime(self, runtime: RuntimeStats, findings: list[Finding]) -> RuntimeStats:
         """The time a candidate is paid for: its time on unseen inputs where that is slower
-        than on the repeated timing inputs by ``judge.UNSEEN_SLOWER`` (with a warning)."""
+        than on the repeated timing inputs by ``judge.UNSEEN_SLOWER`` (with a warning). On
+        a GPU, a runtime without one (a failed graph capture broke the random generator
+        the unseen inputs are drawn with) gets ``unseen_not_timed``, a warning that keeps
+        its speed out of rewards."""
         runtime, finding = judge_unseen(runtime)
         if finding is not None:
             findings.append(finding)
+        if self.device != "cpu" and runtime.unseen_ms is None and not any(f.check == "unseen_not_timed" for f in findings):
+            findings.append(Finding("unseen_not_timed", f"not timed on inputs it had never seen, so memoising could not be found out: {runtime.note}", Severity.WARNING))
         return runtime
 
     def _baselines(self, problem: Problem, settings: TimingSettings, findings: list[Finding]) -> dict[str, RuntimeStats]:

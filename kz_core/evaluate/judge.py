@@ -16,7 +16,8 @@ records, tolerances), run in the trusted parent. Each runtime guard is a named c
 - ``state_drift``: outputs of the timed calls differ from the reference;
 - ``memoisation``: calls timed on inputs never seen before took ``MEMOISED`` times the
   median on the repeated timing inputs or more (from ``UNSEEN_SLOWER`` on, a warning,
-  ``unseen_inputs_slower``, and the unseen time is the candidate's);
+  ``unseen_inputs_slower``, and the unseen time is the candidate's; a GPU runtime that
+  could not be timed on unseen inputs gets the warning ``unseen_not_timed``);
 - ``output_not_from_kernel``: in a replayed plan, an output's bytes come from torch's
   copies of inputs or constants, not from a kernel of the candidate;
 - ``speed_of_light`` (warning): faster than moving the inputs and outputs once at the

@@ -133,6 +133,10 @@ class ShapedGroup:
 #: The finding of a result whose forward ran and was timed in the candidate's own process.
 UNVERIFIED = "unverified_execution"
 
+#: The finding of a GPU result that could not be timed on unseen inputs (its graph capture
+#: failed): a memoising kernel would not have been found out, so its speed is not paid.
+UNSEEN_NOT_TIMED = "unseen_not_timed"
+
 def failure_reward(verdict: Verdict, settings: CagrpoSettings) -> float:
     """The reward of a failed sample, by verdict.
 
@@ -164,9 +168,10 @@ def measured_speedup(result: EvalResult, baseline: str) -> float | None:
     as not measured, and so does the speedup of a result timed in the candidate's own
     process (finding ``unverified_execution``: a ``cuda_inline`` forward that could not be
     recorded for the trusted executor), which the candidate could have bent: taking that
-    route on purpose earns no speed term.
+    route on purpose earns no speed term; likewise a result not timed on unseen inputs
+    (finding ``unseen_not_timed``), whose memoisation would have gone unseen.
     """
-    if any(finding.check == UNVERIFIED for finding in result.findings):
+    if any(finding.check in (UNVERIFIED, UNSEEN_NOT_TIMED) for finding in result.findings):
         return None
     speedup = result.speedups.get(baseline)
     if speedup is None or not math.isfinite(speedup) or speedup <= 0.0:

@@ -84,6 +84,10 @@ def test_a_speedup_timed_in_the_candidates_own_process_earns_no_speed_term() -> 
     assert measured_speedup(honest, "eager") == 1000.0
     assert measured_speedup(unverified, "eager") is None
     assert base_score(unverified, settings()) == base_score(honest, settings()) == 1.0
+    # Likewise one not timed on unseen inputs (its graph capture failed), whose memoising
+    # could not have been found out.
+    unchecked = attrs.evolve(honest, findings=(Finding("unseen_not_timed", "not timed on inputs it had never seen", Severity.WARNING),))
+    assert measured_speedup(unchecked, "eager") is None
 
 
 # --- design A: group --------------------------------------------------------------------
