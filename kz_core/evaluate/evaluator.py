@@ -1214,12 +1214,9 @@ class Evaluator:
         if failure is not None or reply is None:
             return reply, failure
         try:
-            reply = validate_timed(reply, set(self.seeds.timing) | set(request["unseen"]))
+            reply = validate_timed(reply, set(self.seeds.timing), frozenset(request["unseen"]))
         except ReplyError as exc:
             return None, Finding("runtime_error", f"the timing reply is malformed: {exc}")
-        if request["unseen"] and {entry["seed"] for entry in reply["timed_outputs"]} != set(request["seeds"]) | set(request["unseen"]):
-            if reply["stats"].get("unseen_ms") is not None or "not timed on unseen inputs" not in str(reply["stats"].get("note", "")):
-                return None, Finding("runtime_error", "the timing reply lacks the outputs of the calls on unseen inputs")
         drift = judge_timed_outputs(
             problem,
             reference.trials,

@@ -161,9 +161,13 @@ def validate_execution(reply: Any, seeds: Any, reference: Any) -> dict[str, Any]
     return reply
 
 
-def validate_timed(reply: Any, seeds: set[int]) -> dict[str, Any]:
-    """A timing reply: its statistics and the outputs of the timed calls."""
+def validate_timed(reply: Any, seeds: set[int], unseen: frozenset[int] = frozenset()) -> dict[str, Any]:
+    """A timing reply: its statistics and the outputs of the timed calls (on ``seeds``,
+    and on every ``unseen`` seed too unless its note says the calls could not be timed on
+    unseen inputs, without ``stats.unseen_ms``)."""
     import math
+
+    from kz_core.evaluate.timing import NOT_TIMED_UNSEEN
 
     _expect(reply, dict, "the reply")
     stats = _expect(reply.get("stats"), dict, "stats")
@@ -171,8 +175,8 @@ def validate_timed(reply: Any, seeds: set[int]) -> dict[str, Any]:
         value = _expect(stats.get(key), (float, int), f"stats.{key}")
         if not math.isfinite(value) or value < 0:
             raise ReplyError(f"stats.{key} must be a finite non-negative number")
-    unseen = stats.get("unseen_ms")
-    if unseen is not None and (type(unseen) not in (float, int) or not math.isfinite(unseen) or unseen < 0):
+    unseen_ms = stats.get("unseen_ms")
+    if unseen_ms is not None and (type(unseen_ms) not in (float, int) or not math.isfinite(unseen_ms) or unseen_ms < 0):
         raise ReplyError("stats.unseen_ms must be a finite non-negative number")
     if type(stats.get("trials")) is not int or stats["trials"] < 1:
         raise ReplyError("stats.trials must be a positive integer")
@@ -182,10 +186,13 @@ def validate_timed(reply: Any, seeds: set[int]) -> dict[str, Any]:
         raise ReplyError("no timed outputs")
     for index, entry in enumerate(timed):
         _expect(entry, dict, f"timed output {index}")
-        if type(entry.get("seed")) is not int or entry["seed"] not in seeds:
+        if type(entry.get("seed")) is not int or entry["seed"] not in seeds | unseen:
             raise ReplyError(f"timed output {index} names a seed the evaluator never drew")
         _expect(entry.get("structure"), str, f"timed output {index}.structure")
         _expect(entry.get("outputs"), list, f"timed output {index}.outputs")
+    if not unseen <= {entry["seed"] for entry in timed}:
+        if unseen_ms is not None or NOT_TIMED_UNSEEN not in str(stats.get("note", "")):
+            raise ReplyError("the outputs of the calls on unseen inputs are missing")
     _strings(reply.setdefault("compute_ops", []), "compute_ops")
     _expect(reply.setdefault("disagreement", ""), str, "disagreement")
     return reply

@@ -95,6 +95,9 @@ INPUT_BYTES = 512 << 20
 #: shared out among them; their other calls read inputs of throwaway seeds.
 UNSEEN_REPLAYS = 2
 
+#: What a timing's note says when its calls could not be timed on unseen inputs.
+NOT_TIMED_UNSEEN = "not timed on unseen inputs"
+
 
 @attrs.frozen
 class TimingSettings:
@@ -271,7 +274,7 @@ def time_forward(
         except Exception as exc:  # noqa: BLE001 - after a failed capture, torch cannot draw inputs here
             if not dirty:
                 raise
-            stats["note"] = f"{note}; not timed on unseen inputs: {_first_line(exc)}"
+            stats["note"] = f"{note}; {NOT_TIMED_UNSEEN}: {_first_line(exc)}"
         else:
             stats["unseen_ms"] = unseen_ms
             outputs += checked

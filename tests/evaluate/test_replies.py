@@ -63,3 +63,22 @@ def test_the_time_on_unseen_inputs_decides_what_is_paid_and_what_is_rejected():
     paid, finding = judge_unseen(stats(0.1 * MEMOISED))
     assert paid.median_ms == 0.1 and finding.check == "memoisation" and finding.severity is Severity.ERROR
     assert decide_verdict([finding]) is Verdict.REJECTED
+
+
+def test_a_gpu_timing_reply_must_carry_every_unseen_seeds_output():
+    """The first version let events timing check two of four unseen seeds, and the
+    evaluator refused such replies only by a check of its own; now the reply's validation
+    says it: every unseen seed's output, unless the note says they could not be drawn."""
+    from kz_core.evaluate.timing import NOT_TIMED_UNSEEN
+
+    stats = {"median_ms": 1.0, "iqr_ms": 0.1, "min_ms": 0.9, "trials": 10, "clock": "cuda_graph", "unseen_ms": 1.0}
+    outputs = [{"seed": seed, "structure": "tensor", "outputs": [None]} for seed in (3, 5, 13, 17)]
+    assert validate_timed(_reply(stats=stats, timed_outputs=outputs), {3, 5}, frozenset({13, 17}))
+    with pytest.raises(ReplyError, match="unseen inputs are missing"):
+        validate_timed(_reply(stats=stats, timed_outputs=outputs[:3]), {3, 5}, frozenset({13, 17}))
+    with pytest.raises(ReplyError, match="never drew"):
+        validate_timed(_reply(stats=stats, timed_outputs=outputs), {3, 5})
+    broken = {**stats, "unseen_ms": None, "note": f"timed with CUDA events: capture failed; {NOT_TIMED_UNSEEN}: RuntimeError"}
+    assert validate_timed(_reply(stats=broken, timed_outputs=outputs[:2]), {3, 5}, frozenset({13, 17}))
+    with pytest.raises(ReplyError, match="unseen inputs are missing"):  # the note alone does not do
+        validate_timed(_reply(stats={**broken, "unseen_ms": 1.0}, timed_outputs=outputs[:2]), {3, 5}, frozenset({13, 17}))
