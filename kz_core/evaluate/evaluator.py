@@ -1252,7 +1252,7 @@ class Evaluator:
         runtime, finding = judge_unseen(runtime)
         if finding is not None:
             findings.append(finding)
-        if self.device != "cpu" and runtime.unseen_ms is None and not any(f.check == "unseen_not_timed" for f in findings):
+        if self.device != "cpu" and runtime.unseen_ms is None:
             findings.append(Finding("unseen_not_timed", f"not timed on inputs it had never seen, so memoising could not be found out: {runtime.note}", Severity.WARNING))
         return runtime
 

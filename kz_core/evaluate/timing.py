@@ -284,9 +284,9 @@ def time_forward(
 def _call_unseen(
     forward: Callable[..., Any], make_inputs: Callable[[int], list[Any]], unseen: Sequence[int], device: str, settings: TimingSettings
 ) -> tuple[float, list[tuple[int, Any]]]:
-    """Events trials after the timed ones, each on the inputs of one ``unseen`` seed
-    (timed like those: L2 flushed, the whole device synchronised): the fastest trial's
-    milliseconds and ``(seed, output)`` of each, copied."""
+    """Events trials after the timed ones (:func:`_events_trial`), each on the inputs of
+    one ``unseen`` seed: the fastest trial's milliseconds and ``(seed, output)`` of each,
+    copied."""
     import torch
 
     flush = torch.empty(settings.l2_flush_bytes, dtype=torch.uint8, device=device)
@@ -294,16 +294,8 @@ def _call_unseen(
     checked: list[tuple[int, Any]] = []
     for seed in unseen:
         inputs = make_inputs(seed)
-        flush.zero_()
-        torch.cuda.synchronize(device)
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        output = forward(*inputs)
-        torch.cuda.synchronize(device)
-        end.record()
-        torch.cuda.synchronize(device)
-        times.append(start.elapsed_time(end))
+        elapsed, output = _events_trial(lambda: forward(*inputs), flush, device)
+        times.append(elapsed)
         checked.append((seed, _copied(output)))
         del inputs, output
     return min(times), checked
@@ -371,21 +363,31 @@ def _time_cuda(call: Callable[[int], Any], device: str, settings: TimingSettings
     index = _warm_up(call, device, settings, minimum=3)
     times: list[float] = []
     while not _done(times, sum(times), settings):
-        flush.zero_()
-        torch.cuda.synchronize(device)
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        call(index)
-        torch.cuda.synchronize(device)
-        end.record()
-        torch.cuda.synchronize(device)
-        times.append(start.elapsed_time(end))
+        elapsed, _ = _events_trial(lambda: call(index), flush, device)
+        times.append(elapsed)
         if after is not None:
             after(index)
         index += 1
     del flush
     return summarize(times, EVENTS_CLOCK)
+
+
+def _events_trial(call: Callable[[], Any], flush: Any, device: str) -> tuple[float, Any]:
+    """One events trial: the L2 cache flushed, ``call()`` between two events with the whole
+    device synchronised before the end one (work on other streams counts); its
+    milliseconds and what it returned."""
+    import torch
+
+    flush.zero_()
+    torch.cuda.synchronize(device)
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    returned = call()
+    torch.cuda.synchronize(device)
+    end.record()
+    torch.cuda.synchronize(device)
+    return start.elapsed_time(end), returned
 
 
 def _time_cpu(call: Callable[[int], Any], settings: TimingSettings) -> dict[str, Any]:
