@@ -205,7 +205,8 @@ def time_forward(
     agree: Any = None,
     unseen: Sequence[int] = (),
 ) -> Timed:
-    """Time ``forward(*make_inputs(seed))`` over the timing ``seeds`` (two, alternating).
+    """Time ``forward(*make_inputs(seed))`` over the timing ``seeds`` (two, alternating):
+    :class:`TimingRun`'s two steps, one after the other.
 
     :param decoys: two seeds whose inputs a CUDA graph is warmed up and captured on.
     :param record_ops: record the aten ops the forward calls while it is captured.
@@ -219,66 +220,152 @@ def time_forward(
         their outputs join :attr:`Timed.outputs`, for the caller to check. A forward
         faster on inputs it has seen (it memoises) shows it there.
     """
-    # The timing inputs are drawn first: a failed capture leaves torch's default CUDA
-    # generator unusable in this process (the fallback must not draw again).
-    input_sets = [make_inputs(seed) for seed in seeds]
-    note = ""
-    dirty = False
-    if device.startswith("cuda") and settings.method == "graph":
+    run = TimingRun(forward, make_inputs, seeds, decoys, device, settings, record_ops, agree, unseen)
+    run.prepare()
+    return run.measure()
+
+
+@attrs.define
+class _Captured:
+    """A graph of the forward's calls, captured and holding the timing inputs, not yet
+    replayed for time (:meth:`TimingRun.prepare`)."""
+
+    graph: Any
+    kept: dict[int, Any]
+    buffers: list[list[Any]]
+    calls: int
+    flush: Any
+    poison: Any
+    ops: list[str] | None
+
+
+class TimingRun:
+    """:func:`time_forward` in two steps, for a caller that shares the GPU with other
+    processes and must have it to itself only while something is timed.
+
+    :meth:`prepare` draws the inputs and, for graph timing, warms the forward up on the
+    decoys, captures it (twice: once to measure a pair of calls, once with the calls a
+    replay holds), copies the timing inputs into the captured buffers and captures the
+    poisoning graph: nothing of it is timed, so it may run beside other work. A capture
+    that fails here is the events fallback, as in one step. :meth:`measure` does the
+    rest: warm-up replays, the timed replays, the agreement check of every kept output
+    (between the timed replays and the unseen ones, which write over them), the unseen
+    replays; or, with events, every trial. What it measures is what :func:`time_forward`
+    in one step measures: the split only moves untimed work out of the caller's
+    exclusive hold of the GPU.
+    """
+
+    def __init__(
+        self,
+        forward: Callable[..., Any],
+        make_inputs: Callable[[int], list[Any]],
+        seeds: Sequence[int],
+        decoys: Sequence[int],
+        device: str,
+        settings: TimingSettings,
+        record_ops: bool = False,
+        agree: Any = None,
+        unseen: Sequence[int] = (),
+    ):
+        self.forward, self.make_inputs = forward, make_inputs
+        self.seeds, self.decoys = list(seeds), list(decoys)
+        self.device, self.settings = device, settings
+        self.record_ops, self.agree, self.unseen = record_ops, agree, list(unseen)
+        self._input_sets: list[list[Any]] | None = None
+        self._captured: _Captured | None = None
+        self._note = ""
+        self._dirty = False
+
+    @property
+    def dirty(self) -> bool:
+        """A graph capture failed in this process (:attr:`Timed.dirty`): torch's default
+        CUDA generator is unusable here, so nothing else may draw inputs in it."""
+        return self._dirty
+
+    def prepare(self) -> None:
+        """Draw the timing inputs and, for graph timing, capture the forward (untimed)."""
+        # The timing inputs are drawn first: a failed capture leaves torch's default CUDA
+        # generator unusable in this process (the fallback must not draw again).
+        self._input_sets = [self.make_inputs(seed) for seed in self.seeds]
+        if not (self.device.startswith("cuda") and self.settings.method == "graph"):
+            return
         import torch
 
         try:
-            return _time_graph(forward, make_inputs, input_sets, seeds, decoys, device, settings, record_ops, agree, unseen)
+            self._captured = _prepare_graph(
+                self.forward, self.make_inputs, self._input_sets, self.decoys, self.device, self.settings, self.record_ops, self.agree is not None
+            )
         except GraphUnavailable as exc:
-            note, dirty = f"timed with CUDA events: {exc}", exc.dirty
+            self._note, self._dirty = f"timed with CUDA events: {exc}", exc.dirty
         except torch.OutOfMemoryError:
-            note = "timed with CUDA events: out of GPU memory for graph timing"
-        _release(device)
-    last: dict[int, Any] = {}
-    first: dict[int, Any] = {}
-    held: dict[int, Any] = {}
-    disagreement: list[str] = []
-    poison = secrets.randbits(31)
+            self._note = "timed with CUDA events: out of GPU memory for graph timing"
+        if self._captured is None:
+            _release(self.device)
 
-    def call(index: int) -> None:
-        which = index % len(input_sets)
-        last[which] = forward(*input_sets[which])
+    def measure(self) -> Timed:
+        """Everything timed (after :meth:`prepare`, which it runs if it has not run)."""
+        if self._input_sets is None:
+            self.prepare()
+        if self._captured is not None:
+            import torch
 
-    def after(index: int) -> None:
-        which = index % len(input_sets)
-        if which not in first:
-            first[which] = _copied(last[which])
-        elif not disagreement:
-            why = agree(first[which], last[which])
-            if why:
-                disagreement.append(f"timed call {index + 1} (input set {which + 1}) differs from the first on the same inputs: {why}")
-        if which in held:
-            _poison(held[which], poison, [*input_sets, *last.values()])
-        held[which] = last[which]
+            captured, self._captured = self._captured, None
+            try:
+                return _measure_graph(captured, self.forward, self.make_inputs, self.seeds, self.device, self.settings, self.agree, self.unseen)
+            except torch.OutOfMemoryError:
+                self._note = "timed with CUDA events: out of GPU memory for graph timing"
+            del captured
+            _release(self.device)
+        return self._measure_events()
 
-    stats = time_calls(call, device, settings, after if agree is not None else None)
-    stats["note"] = note
-    first.clear()
-    held.clear()
-    outputs = [(seed, last[which]) for which, seed in enumerate(seeds) if which in last]
-    if any(_overlapping(later, [output for _, output in outputs[:index]]) for index, (_, later) in enumerate(outputs)):
-        # The forward returns a buffer it keeps (every set's last output is the same memory):
-        # one more call per set, untimed, each output copied before the next call.
-        outputs = []
-        for which, seed in enumerate(seeds):
-            outputs.append((seed, _copied(forward(*input_sets[which]))))
-    if unseen and device.startswith("cuda"):
-        outputs = [(seed, _copied(output)) for seed, output in outputs]
-        try:
-            unseen_ms, checked = _call_unseen(forward, make_inputs, unseen, device, settings)
-        except Exception as exc:  # noqa: BLE001 - after a failed capture, torch cannot draw inputs here
-            if not dirty:
-                raise
-            stats["note"] = f"{note}; {NOT_TIMED_UNSEEN}: {_first_line(exc)}"
-        else:
-            stats["unseen_ms"] = unseen_ms
-            outputs += checked
-    return Timed(stats, outputs, dirty=dirty, disagreement="".join(disagreement))
+    def _measure_events(self) -> Timed:
+        forward, input_sets, agree, device, note = self.forward, self._input_sets or [], self.agree, self.device, self._note
+        last: dict[int, Any] = {}
+        first: dict[int, Any] = {}
+        held: dict[int, Any] = {}
+        disagreement: list[str] = []
+        poison = secrets.randbits(31)
+
+        def call(index: int) -> None:
+            which = index % len(input_sets)
+            last[which] = forward(*input_sets[which])
+
+        def after(index: int) -> None:
+            which = index % len(input_sets)
+            if which not in first:
+                first[which] = _copied(last[which])
+            elif not disagreement:
+                why = agree(first[which], last[which])
+                if why:
+                    disagreement.append(f"timed call {index + 1} (input set {which + 1}) differs from the first on the same inputs: {why}")
+            if which in held:
+                _poison(held[which], poison, [*input_sets, *last.values()])
+            held[which] = last[which]
+
+        stats = time_calls(call, device, self.settings, after if agree is not None else None)
+        stats["note"] = note
+        first.clear()
+        held.clear()
+        seeds = self.seeds
+        outputs = [(seed, last[which]) for which, seed in enumerate(seeds) if which in last]
+        if any(_overlapping(later, [output for _, output in outputs[:index]]) for index, (_, later) in enumerate(outputs)):
+            # The forward returns a buffer it keeps (every set's last output is the same memory):
+            # one more call per set, untimed, each output copied before the next call.
+            outputs = []
+            for which, seed in enumerate(seeds):
+                outputs.append((seed, _copied(forward(*input_sets[which]))))
+        if self.unseen and device.startswith("cuda"):
+            outputs = [(seed, _copied(output)) for seed, output in outputs]
+            try:
+                unseen_ms, checked = _call_unseen(forward, self.make_inputs, self.unseen, device, self.settings)
+            except Exception as exc:  # noqa: BLE001 - after a failed capture, torch cannot draw inputs here
+                if not self._dirty:
+                    raise
+                stats["note"] = f"{note}; {NOT_TIMED_UNSEEN}: {_first_line(exc)}"
+            else:
+                stats["unseen_ms"] = unseen_ms
+                outputs += checked
+        return Timed(stats, outputs, dirty=self._dirty, disagreement="".join(disagreement))
 
 
 def _call_unseen(
@@ -536,21 +623,22 @@ def _replays_ms(graph: Any, flush: Any, device: str, replays: int, poison: Any =
     return [start.elapsed_time(end) for start, end in pending]
 
 
-def _time_graph(
+def _prepare_graph(
     forward: Callable[..., Any],
     make_inputs: Callable[[int], list[Any]],
     input_sets: list[list[Any]],
-    seeds: Sequence[int],
     decoys: Sequence[int],
     device: str,
     settings: TimingSettings,
     record_ops: bool,
-    agree: Any = None,
-    unseen: Sequence[int] = (),
-) -> Timed:
+    poisoned: bool,
+) -> _Captured:
+    """Graph timing's untimed part: the forward warmed up and captured on the decoys'
+    inputs, the calls a replay holds planned, the timing inputs copied into the captured
+    buffers, and (``poisoned``) the graph that poisons the kept outputs before each replay."""
     import torch
 
-    if len(seeds) != 2 or len(decoys) != 2:
+    if len(input_sets) != 2 or len(decoys) != 2:
         raise ValueError("graph timing needs two timing seeds and two decoy seeds")
     signature = _signature(input_sets[0])
     buffers = [make_inputs(seed) for seed in decoys]
@@ -589,6 +677,8 @@ def _time_graph(
     flush = torch.empty(settings.l2_flush_bytes, dtype=torch.uint8, device=device)
     graph.replay()
     torch.cuda.synchronize(device)
+    # Measured beside other work when the caller shares the GPU here: it only sizes the
+    # replay, whose own time is measured later.
     pair_ms = statistics.median(_replays_ms(graph, flush, device, 5))
     calls = plan_replay(pair_ms, _tensor_bytes(buffers[0]), settings)
     if not keeps_output:
@@ -605,10 +695,34 @@ def _time_graph(
     for which, values in enumerate(input_sets):
         for b in range(which, calls, 2):
             _copy_into(buffers[b], values)
+    poison = _poisoning(kept, buffers, device) if poisoned else None
     torch.cuda.synchronize(device)
+    return _Captured(graph, kept, buffers, calls, flush, poison, ops)
 
+
+def _measure_graph(
+    captured: _Captured,
+    forward: Callable[..., Any],
+    make_inputs: Callable[[int], list[Any]],
+    seeds: Sequence[int],
+    device: str,
+    settings: TimingSettings,
+    agree: Any = None,
+    unseen: Sequence[int] = (),
+) -> Timed:
+    """Graph timing's timed part (:func:`_prepare_graph` made ``captured``): warm-up
+    replays, the timed replays, the agreement check of the kept outputs, the replays on
+    unseen inputs."""
+    graph, kept, buffers, calls, flush, poison, ops = (
+        captured.graph,
+        captured.kept,
+        captured.buffers,
+        captured.calls,
+        captured.flush,
+        captured.poison,
+        captured.ops,
+    )
     _warm_up(lambda _: graph.replay(), device, settings, minimum=2)
-    poison = _poisoning(kept, buffers, device) if agree is not None else None
     times: list[float] = []
     measured = 0.0
     while not _done(times, measured, settings):
