@@ -216,7 +216,7 @@ class ExecutorOps:
         def finish(timed: Any) -> dict[str, Any]:
             synchronize(self.device)
             outputs, self.held = timed_output_entries(timed.outputs, bool(request.get("share")))
-            return {"ok": True, "stats": timed.stats, "timed_outputs": outputs, "compute_ops": [], "retire": timed.dirty, "disagreement": timed.disagreement}
+            return {"ok": True, "stats": timed.stats, "timed_outputs": outputs, "compute_ops": [], "retire": timed.dirty, "disagreement": timed.disagreement, "phases": timed.phases}
 
         try:
             run = self.timing_run(replay, self.problem, request)

@@ -319,7 +319,7 @@ class ReferenceOps:
                 self.torch._dynamo.reset()
 
         def finish(timed: Any) -> dict[str, Any]:
-            return {"ok": True, "stats": timed.stats, "retire": timed.dirty}
+            return {"ok": True, "stats": timed.stats, "retire": timed.dirty, "phases": timed.phases}
 
         try:
             module = self.problem_module(request["problem"])

@@ -140,6 +140,7 @@ class Timed:
         request that draws random inputs (the worker is replaced).
     :ivar disagreement: why a timed call's output differed from the first timed call's
         on the same inputs (``""`` when every checked call agreed, or nothing checked).
+    :ivar phases: host seconds of the measurement's parts (diagnostics, never a verdict).
     """
 
     stats: dict[str, Any]
@@ -147,6 +148,8 @@ class Timed:
     torch_ops: list[str] = attrs.field(factory=list)
     dirty: bool = False
     disagreement: str = ""
+    #: Seconds of the host's clock each part of the measurement took (diagnostics).
+    phases: dict[str, float] = attrs.field(factory=dict)
 
 
 def summarize(times_ms: list[float], clock: str, calls_per_trial: int = 1, note: str = "") -> dict[str, Any]:
@@ -275,6 +278,8 @@ class TimingRun:
         self._captured: _Captured | None = None
         self._note = ""
         self._dirty = False
+        #: Host seconds of the preparation's parts (diagnostics).
+        self.prepare_phases: dict[str, float] = {}
 
     @property
     def dirty(self) -> bool:
@@ -286,11 +291,14 @@ class TimingRun:
         """Draw the timing inputs and, for graph timing, capture the forward (untimed)."""
         # The timing inputs are drawn first: a failed capture leaves torch's default CUDA
         # generator unusable in this process (the fallback must not draw again).
+        started = time.perf_counter()
         self._input_sets = [self.make_inputs(seed) for seed in self.seeds]
+        self.prepare_phases["inputs"] = time.perf_counter() - started
         if not (self.device.startswith("cuda") and self.settings.method == "graph"):
             return
         import torch
 
+        started = time.perf_counter()
         try:
             self._captured = _prepare_graph(
                 self.forward, self.make_inputs, self._input_sets, self.decoys, self.device, self.settings, self.record_ops, self.agree is not None
@@ -301,6 +309,7 @@ class TimingRun:
             self._note = "timed with CUDA events: out of GPU memory for graph timing"
         if self._captured is None:
             _release(self.device)
+        self.prepare_phases["capture"] = time.perf_counter() - started
 
     def measure(self) -> Timed:
         """Everything timed (after :meth:`prepare`, which it runs if it has not run)."""
@@ -342,7 +351,9 @@ class TimingRun:
                 _poison(held[which], poison, [*input_sets, *last.values()])
             held[which] = last[which]
 
+        started = time.perf_counter()
         stats = time_calls(call, device, self.settings, after if agree is not None else None)
+        phases = {"timed calls": time.perf_counter() - started}
         stats["note"] = note
         first.clear()
         held.clear()
@@ -355,7 +366,9 @@ class TimingRun:
             for which, seed in enumerate(seeds):
                 outputs.append((seed, _copied(forward(*input_sets[which]))))
         if self.unseen and device.startswith("cuda"):
+            started = time.perf_counter()
             outputs = [(seed, _copied(output)) for seed, output in outputs]
+            phases["unseen calls"] = 0.0
             try:
                 unseen_ms, checked = _call_unseen(forward, self.make_inputs, self.unseen, device, self.settings)
             except Exception as exc:  # noqa: BLE001 - after a failed capture, torch cannot draw inputs here
@@ -365,7 +378,8 @@ class TimingRun:
             else:
                 stats["unseen_ms"] = unseen_ms
                 outputs += checked
-        return Timed(stats, outputs, dirty=self._dirty, disagreement="".join(disagreement))
+            phases["unseen calls"] = time.perf_counter() - started
+        return Timed(stats, outputs, dirty=self._dirty, disagreement="".join(disagreement), phases=phases)
 
 
 def _call_unseen(
@@ -722,26 +736,39 @@ def _measure_graph(
         captured.poison,
         captured.ops,
     )
+    clock = time.perf_counter()
+    phases: dict[str, float] = {}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        phases[name] = now - clock
+        clock = now
+
     _warm_up(lambda _: graph.replay(), device, settings, minimum=2)
+    lap("warm-up replays")
     times: list[float] = []
     measured = 0.0
     while not _done(times, measured, settings):
         replays = _replays_ms(graph, flush, device, min(_CHUNK, settings.max_trials - len(times)), poison)
         measured += sum(replays)
         times += [elapsed / calls for elapsed in replays]
+    lap("timed replays")
     disagreement = ""
     later = [j for j in sorted(kept) if j >= 2]
     index, why = agree.first_disagreement([(kept[j % 2], kept[j]) for j in later]) if agree is not None else (-1, "")
     if why:
         j = later[index]
         disagreement = f"call {j + 1} of the {calls} in a replayed graph (input set {j % 2 + 1}) differs from the first on the same inputs: {why}"
+    lap("agreement")
     stats = summarize(times, GRAPH_CLOCK, calls)
     if not unseen:
-        return Timed(stats, [(seeds[j], kept[j]) for j in (0, 1)], sorted(set(ops or [])), disagreement=disagreement)
+        return Timed(stats, [(seeds[j], kept[j]) for j in (0, 1)], sorted(set(ops or [])), disagreement=disagreement, phases=phases)
     outputs = [(seeds[j], _copied(kept[j])) for j in (0, 1)]  # the unseen replays write over them
     unseen_ms, checked = _replay_unseen(graph, flush, poison, buffers, kept, make_inputs, unseen, device)
     stats["unseen_ms"] = unseen_ms / calls
-    return Timed(stats, outputs + checked, sorted(set(ops or [])), disagreement=disagreement)
+    lap("unseen replays")
+    return Timed(stats, outputs + checked, sorted(set(ops or [])), disagreement=disagreement, phases=phases)
 
 
 def _replay_unseen(

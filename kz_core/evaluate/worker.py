@@ -205,7 +205,7 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
         self.drop_timing()
         token = secrets.token_hex(8)
         self.pending_timing = (token, run, finish, end)
-        return {"ok": True, "prepared": token, "retire": bool(run.dirty)}
+        return {"ok": True, "prepared": token, "retire": bool(run.dirty), "phases": dict(run.prepare_phases)}
 
     def drop_timing(self) -> None:
         pending, self.pending_timing = self.pending_timing, None

@@ -243,6 +243,8 @@ def test_a_workers_prepared_timing_is_measured_once_and_only_with_its_token(tmp_
             assert failure is None and isinstance(prepared["prepared"], str) and not prepared["retire"] and "stats" not in prepared
             measured, failure = call_worker(worker, {"op": "measure", "token": prepared["prepared"]}, 60, "baseline")
             assert failure is None and measured["stats"]["trials"] == 4 and set(measured) >= set(whole) - {"peak_bytes"}
+            # Where each step's time went (diagnostics the parent records per phase).
+            assert set(prepared["phases"]) == {"inputs"} and set(measured["phases"]) == {"timed calls"}
             again, failure = call_worker(worker, {"op": "measure", "token": prepared["prepared"]}, 60, "baseline")
             assert failure is not None and again["unprepared"]
             first, _ = call_worker(worker, {**request, "split": True}, 60, "baseline")
