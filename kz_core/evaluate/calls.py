@@ -61,17 +61,3 @@ def call_worker(worker: WorkerProcess, request: dict[str, Any], timeout: float, 
     if not reply.get("ok"):
         return reply, stage_failure(reply)
     return reply, None
-
-
-def call_timing(worker: WorkerProcess, request: dict[str, Any], timeout: float, stage: str, gpu: Any) -> tuple[dict[str, Any] | None, Finding | None]:
-    """A timing request (``time_plan``) to a worker that one caller holds throughout, in
-    two steps: prepared (``split``: inputs drawn, the forward warmed up and captured,
-    nothing timed) with ``gpu`` (a ``references.SharedExclusiveLock``) shared, beside
-    other work, then measured (``measure``) with it exclusive. What comes back is what
-    the request in one step would have given."""
-    with gpu.shared():
-        prepared, failure = call_worker(worker, {**request, "split": True}, timeout, stage)
-    if failure is not None or prepared is None:
-        return prepared, failure
-    with gpu.exclusive():
-        return call_worker(worker, {"op": "measure", "token": prepared.get("prepared")}, timeout, stage)

@@ -39,7 +39,7 @@ from loguru import logger
 
 from kz_core.config import EvalConfig, check_section, to_container
 from kz_core.errors import KzError
-from kz_core.evaluate.calls import call_timing, call_worker, problem_payload
+from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.builds import COMPILE_TIMEOUT_ENV, FOLDER as BUILDS_FOLDER, SharedBuilds, publish, shared_key, validate_deferred
 from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import Journal, result_key
@@ -1219,11 +1219,8 @@ class Evaluator:
             # that memoises what it computed for the repeated timing inputs shows it there.
             "unseen": list(self.seeds.unseen) if self.device != "cpu" else [],
         }
-        if verified:  # an executor (trusted): inputs drawn and graph captured beside other work
-            reply, failure = call_timing(worker, request, self.config.run_timeout_s, "timing", self._gpu)
-        else:  # the candidate's own process runs its code: nothing else while it does
-            with self._gpu.exclusive():
-                reply, failure = call_worker(worker, request, self.config.run_timeout_s, "timing")
+        with self._gpu.exclusive():
+            reply, failure = call_worker(worker, request, self.config.run_timeout_s, "timing")
         if reply is not None and failure is None and reference.on_device:
             with self._gpu.shared():
                 for timed in reply["timed_outputs"]:

@@ -205,27 +205,27 @@ class ExecutorOps:
         return {"ok": True, "trials": records, "seconds": time.perf_counter() - started, "phases": phases}
 
     def op_time_plan(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Time the default plan's replay (graph replays on a GPU) on the timing seeds; with
-        ``split``, only prepare it (``Worker.keep_timing``) for the ``measure`` request."""
+        """Time the default plan's replay (graph replays on a GPU) on the timing seeds."""
         from kz_core.evaluate.execution import synchronize, timed_output_entries
 
         replay = self.plans.get(request["plan"])
         if replay is None:
             return {"ok": False, "stage": "protocol", "message": f"no plan {request['plan']!r}"}
-
-        def finish(timed: Any) -> dict[str, Any]:
+        try:
+            timed = self.time_forward(replay, self.problem, request)
             synchronize(self.device)
             outputs, self.held = timed_output_entries(timed.outputs, bool(request.get("share")))
-            return {"ok": True, "stats": timed.stats, "timed_outputs": outputs, "compute_ops": [], "retire": timed.dirty, "disagreement": timed.disagreement, "phases": timed.phases}
-
-        try:
-            run = self.timing_run(replay, self.problem, request)
-            run.prepare()
-            if request.get("split"):
-                return self.keep_timing(run, finish)
-            return finish(run.measure())
         except BaseException as exc:  # noqa: BLE001
             return error_reply("timing", exc)
+        return {
+            "ok": True,
+            "stats": timed.stats,
+            "timed_outputs": outputs,
+            "compute_ops": [],
+            "retire": timed.dirty,
+            "disagreement": timed.disagreement,
+            "phases": timed.phases,
+        }
 
     def op_release_held(self, request: dict[str, Any]) -> dict[str, Any]:
         self.held = []

@@ -308,34 +308,20 @@ class ReferenceOps:
         return {"ok": True, **sizes, "runs": runs, "op_names": op_names, "runtime": runtime}
 
     def op_baseline(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Time the problem's reference (``mode``: eager or torch.compile'd); with
-        ``split``, only prepare it (``Worker.keep_timing``) for the ``measure`` request."""
         from kz_core.evaluate.execution import instantiate, make_init_inputs
-
-        compiled = request["mode"] == "compile"
-
-        def end() -> None:
-            if compiled:
-                self.torch._dynamo.reset()
-
-        def finish(timed: Any) -> dict[str, Any]:
-            return {"ok": True, "stats": timed.stats, "retire": timed.dirty, "phases": timed.phases}
 
         try:
             module = self.problem_module(request["problem"])
             init_inputs = make_init_inputs(module, request["init_seed"])
             model = instantiate(module.Model, init_inputs, request["init_seed"], self.device)
-            if compiled:
+            if request["mode"] == "compile":
                 model = self.torch.compile(model)
-            run = self.timing_run(model, module, request)
-            run.prepare()
-            if request.get("split"):
-                return self.keep_timing(run, finish, end)  # ended by the measure request
-            reply = finish(run.measure())
+            timed = self.time_forward(model, module, request)
         except BaseException as exc:  # noqa: BLE001
-            end()
             return error_reply("baseline", exc)
-        end()
-        return reply
+        finally:
+            if request["mode"] == "compile":
+                self.torch._dynamo.reset()
+        return {"ok": True, "stats": timed.stats, "retire": timed.dirty, "phases": timed.phases}
 
     # -- candidate role -----------------------------------------------------------------

@@ -300,33 +300,6 @@ class ReferenceService:
             self._baseline_cache = BaselineCache(cache_dir(create=True) / "baselines.sqlite")
         return self._baseline_cache
 
-    def _time_baseline(self, problem: Problem, request: dict[str, Any], timeout: float, stage: str) -> tuple[dict[str, Any] | None, Finding | None]:
-        """A baseline timed in two steps, as ``calls.call_timing`` times a candidate:
-        prepared (``split``) with the GPU shared, measured with it exclusive. The problem's
-        reference worker is let go in between (lock order: the GPU lock before a worker),
-        so the measurement may find another worker, or its preparation replaced by
-        another's: then, and after a capture that failed (its worker cannot draw inputs
-        any more and is replaced), the baseline is timed in one step, the GPU exclusive."""
-        token, prepared_by = None, None
-        with self.gpu.shared(), self.worker(problem) as worker:
-            prepared, failure = call_worker(worker, {**request, "split": True}, timeout, stage)
-            if failure is not None or prepared is None:
-                return prepared, failure
-            if prepared.get("retire"):
-                worker.kill()  # a failed graph capture left its random generator unusable
-            else:
-                token, prepared_by = prepared.get("prepared"), worker
-        with self.gpu.exclusive(), self.worker(problem) as worker:
-            measured = token is not None and worker is prepared_by
-            if measured:
-                reply, failure = call_worker(worker, {"op": "measure", "token": token}, timeout, stage)
-                measured = not (reply is not None and reply.get("unprepared"))
-            if not measured:
-                reply, failure = call_worker(worker, request, timeout, stage)
-            if reply is not None and reply.get("retire"):
-                worker.kill()  # a failed graph capture left its random generator unusable
-        return reply, failure
-
     def baseline(self, problem: Problem, mode: str, findings: list[Finding], settings: TimingSettings | None = None) -> RuntimeStats | None:
         """The timed ``mode`` baseline (``eager``, ``compile``); a failure adds a warning.
 
@@ -355,7 +328,10 @@ class ReferenceService:
                     "settings": attrs.asdict(settings),
                 }
                 timeout = self.config.run_timeout_s + (self.config.compile_timeout_s if mode == "compile" else 0)
-                reply, failure = self._time_baseline(problem, request, timeout, f"{mode} baseline")
+                with self.gpu.exclusive(), self.worker(problem) as worker:
+                    reply, failure = call_worker(worker, request, timeout, f"{mode} baseline")
+                    if reply is not None and reply.get("retire"):
+                        worker.kill()  # a failed graph capture left its random generator unusable
                 if failure is not None or reply is None:
                     reason = failure.message if failure else "no reply"
                     findings.append(Finding("baseline", f"the {mode} baseline could not be timed: {reason}", Severity.WARNING))

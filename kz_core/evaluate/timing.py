@@ -209,7 +209,7 @@ def time_forward(
     unseen: Sequence[int] = (),
 ) -> Timed:
     """Time ``forward(*make_inputs(seed))`` over the timing ``seeds`` (two, alternating):
-    :class:`TimingRun`'s two steps, one after the other.
+    :class:`TimingRun`'s two parts, one after the other.
 
     :param decoys: two seeds whose inputs a CUDA graph is warmed up and captured on.
     :param record_ops: record the aten ops the forward calls while it is captured.
@@ -243,19 +243,20 @@ class _Captured:
 
 
 class TimingRun:
-    """:func:`time_forward` in two steps, for a caller that shares the GPU with other
-    processes and must have it to itself only while something is timed.
+    """:func:`time_forward`'s two parts: :meth:`prepare` draws the inputs and, for graph
+    timing, warms the forward up on the decoys, captures it (twice: once to measure a
+    pair of calls, once with the calls a replay holds), copies the timing inputs into the
+    captured buffers and captures the poisoning graph: nothing of it is timed. A capture
+    that fails there is the events fallback. :meth:`measure` does the rest: warm-up
+    replays, the timed replays, the agreement check of every kept output (between the
+    timed replays and the unseen ones, which write over them), the unseen replays; or,
+    with events, every trial. Each part's host seconds are :attr:`Timed.phases`
+    (diagnostics: ``benchmarks/eval_throughput.py`` prints them per request kind).
 
-    :meth:`prepare` draws the inputs and, for graph timing, warms the forward up on the
-    decoys, captures it (twice: once to measure a pair of calls, once with the calls a
-    replay holds), copies the timing inputs into the captured buffers and captures the
-    poisoning graph: nothing of it is timed, so it may run beside other work. A capture
-    that fails here is the events fallback, as in one step. :meth:`measure` does the
-    rest: warm-up replays, the timed replays, the agreement check of every kept output
-    (between the timed replays and the unseen ones, which write over them), the unseen
-    replays; or, with events, every trial. What it measures is what :func:`time_forward`
-    in one step measures: the split only moves untimed work out of the caller's
-    exclusive hold of the GPU.
+    Both run while the caller holds the GPU to itself. Preparing beside other work and
+    measuring alone was tried on the H200 (docs/benchmarks.md, nineteenth session): the
+    exclusive hold fell by a third, but prepared graphs waiting for the GPU held their
+    memory (up to six call footprints each) and the rate did not rise.
     """
 
     def __init__(
@@ -280,12 +281,6 @@ class TimingRun:
         self._dirty = False
         #: Host seconds of the preparation's parts (diagnostics).
         self.prepare_phases: dict[str, float] = {}
-
-    @property
-    def dirty(self) -> bool:
-        """A graph capture failed in this process (:attr:`Timed.dirty`): torch's default
-        CUDA generator is unusable here, so nothing else may draw inputs in it."""
-        return self._dirty
 
     def prepare(self) -> None:
         """Draw the timing inputs and, for graph timing, capture the forward (untimed)."""
@@ -312,9 +307,15 @@ class TimingRun:
         self.prepare_phases["capture"] = time.perf_counter() - started
 
     def measure(self) -> Timed:
-        """Everything timed (after :meth:`prepare`, which it runs if it has not run)."""
+        """Everything timed (after :meth:`prepare`, which it runs if it has not run); the
+        result's phases include the preparation's."""
         if self._input_sets is None:
             self.prepare()
+        timed = self._measure()
+        timed.phases = {**self.prepare_phases, **timed.phases}
+        return timed
+
+    def _measure(self) -> Timed:
         if self._captured is not None:
             import torch
 

@@ -25,11 +25,9 @@ import contextlib
 import json
 import os
 import resource
-import secrets
 import socket
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +80,6 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
         self.compare_models: dict[tuple[str, int, str], Any] = {}
         self.candidate: dict[str, Any] | None = None
         self.counter = 0
-        #: A timing prepared and not yet measured (``keep_timing``): its token, the run,
-        #: what makes the reply of its measurement, and what ends it.
-        self.pending_timing: tuple[str, Any, Callable[[Any], dict[str, Any]], Callable[[], None]] | None = None
         import torch
 
         self.torch = torch
@@ -164,18 +159,18 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             self.problems[key] = load_module(problem["code"], f"kz_problem_{key[:12]}", str(folder / f"{problem['name']}.py"))
         return self.problems[key]
 
-    def timing_run(self, forward: Any, module: Any, request: dict[str, Any], record_ops: bool = False) -> Any:
-        """A ``timing.TimingRun`` of ``forward`` on the problem ``module``'s inputs as a
-        ``time``, ``time_plan`` or ``baseline`` request asks (its ``seeds``, ``decoys`` and
-        ``settings``; with ``agree``, the tolerance table and ``atol``/``rtol`` every timed
-        call must agree with its input set's first call within; with ``unseen``, seeds of
-        inputs for calls timed after the others)."""
+    def time_forward(self, forward: Any, module: Any, request: dict[str, Any], record_ops: bool = False) -> Any:
+        """Time ``forward`` on the problem ``module``'s inputs as a ``time`` or ``baseline``
+        request asks (its ``seeds``, ``decoys`` and ``settings``; with ``agree``, the
+        tolerance table and ``atol``/``rtol`` every timed call must agree with its input
+        set's first call within; with ``unseen``, seeds of inputs for calls timed after
+        the others): a ``timing.Timed``."""
         from kz_core.evaluate.correctness import Agreement
         from kz_core.evaluate.execution import make_inputs
-        from kz_core.evaluate.timing import TimingRun, TimingSettings
+        from kz_core.evaluate.timing import TimingSettings, time_forward
 
         tolerance = request.get("agree")
-        return TimingRun(
+        return time_forward(
             forward,
             lambda seed: make_inputs(module, seed, self.device),
             request["seeds"],
@@ -186,48 +181,6 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             agree=Agreement(tolerance["table"], float(tolerance["atol"]), float(tolerance["rtol"])) if tolerance else None,
             unseen=request.get("unseen", []),
         )
-
-    def time_forward(self, forward: Any, module: Any, request: dict[str, Any], record_ops: bool = False) -> Any:
-        """:meth:`timing_run`'s two steps in one: a ``timing.Timed``."""
-        run = self.timing_run(forward, module, request, record_ops)
-        run.prepare()
-        return run.measure()
-
-    def keep_timing(self, run: Any, finish: Callable[[Any], dict[str, Any]], end: Callable[[], None] = lambda: None) -> dict[str, Any]:
-        """Keep a prepared timing (``run.prepare()`` has run) for the ``measure`` request
-        that follows, which the parent sends holding the GPU to itself (a ``split``
-        request: the untimed preparation ran beside other work). One is kept at a time: a
-        new one ends the one before, whose ``measure`` then finds nothing to measure.
-
-        :param finish: makes the reply of the measurement from its ``timing.Timed``.
-        :param end: runs once the timing is measured or dropped.
-        """
-        self.drop_timing()
-        token = secrets.token_hex(8)
-        self.pending_timing = (token, run, finish, end)
-        return {"ok": True, "prepared": token, "retire": bool(run.dirty), "phases": dict(run.prepare_phases)}
-
-    def drop_timing(self) -> None:
-        pending, self.pending_timing = self.pending_timing, None
-        if pending is not None:
-            pending[3]()
-
-    def op_measure(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The timed step of the timing the request before prepared (``keep_timing``):
-        its reply is that request's as it would have been in one step. A token that is
-        not the kept one's (another request's timing replaced it) measures nothing and
-        says so (``unprepared``): the parent times it again in one step."""
-        pending = self.pending_timing
-        if pending is None or pending[0] != request.get("token"):
-            return {"ok": False, "stage": "protocol", "message": "no timing was prepared for this request (another replaced it)", "unprepared": True}
-        self.pending_timing = None
-        token, run, finish, end = pending
-        try:
-            return finish(run.measure())
-        except BaseException as exc:  # noqa: BLE001
-            return error_reply("timing", exc)
-        finally:
-            end()
 
     def varied_module(self, problem: dict[str, Any], overrides: dict[str, int]) -> Any:
         """A fresh copy of the problem's module with size constants rebound."""
@@ -279,7 +232,6 @@ def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[st
         "add_plans": worker.op_add_plans,
         "execute": worker.op_execute,
         "time_plan": worker.op_time_plan,
-        "measure": worker.op_measure,
         "release_held": worker.op_release_held,
     }
     while True:

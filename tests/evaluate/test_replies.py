@@ -99,19 +99,19 @@ def test_a_time_on_unseen_inputs_far_above_the_median_is_timed_again_and_judged_
     from kz_core.evaluate import evaluator as evaluator_module
     from kz_core.model import Candidate, Verdict
 
-    original = evaluator_module.call_timing
+    original = evaluator_module.call_worker
     ratios: list[float] = []
     sent: list[float] = []
 
-    def forged(worker, request, timeout, stage, gpu):
-        reply, failure = original(worker, request, timeout, stage, gpu)
-        if reply is not None and failure is None and ratios:
+    def forged(worker, request, timeout, stage):
+        reply, failure = original(worker, request, timeout, stage)
+        if request.get("op") == "time_plan" and reply is not None and failure is None and ratios:
             ratio = ratios.pop(0)
             sent.append(ratio)
             reply["stats"]["unseen_ms"] = reply["stats"]["median_ms"] * ratio
         return reply, failure
 
-    monkeypatch.setattr(evaluator_module, "call_timing", forged)
+    monkeypatch.setattr(evaluator_module, "call_worker", forged)
     problems = [p for p in example_problems if p.name == "1_vector_add"]
     candidate = Candidate("1_vector_add", "triton", (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text(), "add")
     with Evaluator(problems, eval_config("eval.run_timeout_s=60")) as evaluator:

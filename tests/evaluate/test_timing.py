@@ -4,14 +4,10 @@ itself is covered by ``pytest -m gpu``)."""
 
 from __future__ import annotations
 
-import contextlib
-
-import attrs
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kz_core.evaluate import references as references_module
 from kz_core.evaluate import timing
 from kz_core.evaluate.timing import TimingSettings, plan_replay, time_forward
 
@@ -170,9 +166,9 @@ def test_poison_overwrites_outputs_but_never_inputs():
     assert not torch.isnan(x).any()  # a view of an input is spared
 
 
-def test_a_timing_in_two_steps_draws_its_inputs_when_prepared_and_calls_only_when_measured():
-    """``TimingRun``: the preparation (run beside other work) draws the inputs and, on a
-    GPU, captures; only the measurement (the GPU exclusive) calls the forward for time."""
+def test_a_timing_draws_its_inputs_when_prepared_and_calls_the_forward_only_when_measured():
+    """``TimingRun``: the preparation draws the inputs and, on a GPU, captures (nothing
+    timed); the measurement calls the forward for time, and its phases include both."""
     drawn: list[int] = []
     calls: list[float] = []
 
@@ -186,126 +182,11 @@ def test_a_timing_in_two_steps_draws_its_inputs_when_prepared_and_calls_only_whe
 
     run = timing.TimingRun(forward, make, [3, 5], [7, 11], "cpu", TimingSettings(method="graph", min_trials=4, max_trials=4))
     run.prepare()
-    assert drawn == [3, 5] and calls == [] and not run.dirty
+    assert drawn == [3, 5] and calls == []
     timed = run.measure()
     assert drawn == [3, 5] and set(calls) == {3.0, 5.0} and timed.stats["trials"] == 4
     assert {seed: float(out[0]) for seed, out in timed.outputs} == {3: 6.0, 5: 10.0}
+    assert set(timed.phases) == {"inputs", "timed calls"}
     again = timing.TimingRun(forward, make, [3, 5], [7, 11], "cpu", TimingSettings(min_trials=4, max_trials=4))
     assert again.measure().stats["trials"] == 4  # measured unprepared: it prepares first
 
-
-BASELINE_PROBLEM = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, a, b):
-        return a + b
-
-
-def get_inputs():
-    return [torch.rand(64), torch.rand(64)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
-def test_a_workers_prepared_timing_is_measured_once_and_only_with_its_token(tmp_path):
-    """The two steps of a timing request to a trusted worker: ``split`` prepares and keeps
-    it under a token; ``measure`` with that token answers as the request in one step
-    would; a second measure, a wrong token, or a preparation replaced by a later one
-    measures nothing and says so (``unprepared``), for the parent to time in one step."""
-    from kz_core.evaluate.calls import call_worker, problem_payload
-    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
-    from kz_core.model import Problem
-
-    settings = SandboxSettings(scratch_root=tmp_path)
-    zygote = ZygoteProcess("cpu", settings)
-    pool = WorkerPool("cpu", "reference", 1, settings, zygote=zygote, single_use=False)
-    problem = Problem("add", BASELINE_PROBLEM)
-    request = {
-        "op": "baseline",
-        "problem": problem_payload(problem),
-        "init_seed": 1,
-        "seeds": [3, 5],
-        "decoys": [7, 11],
-        "mode": "eager",
-        "settings": attrs.asdict(TimingSettings(min_trials=4, max_trials=4)),
-    }
-    try:
-        with pool.acquire(problem.content_hash) as worker:
-            whole, failure = call_worker(worker, request, 60, "baseline")
-            assert failure is None and whole["stats"]["trials"] == 4 and whole["stats"]["clock"] == "cpu"
-            prepared, failure = call_worker(worker, {**request, "split": True}, 60, "baseline")
-            assert failure is None and isinstance(prepared["prepared"], str) and not prepared["retire"] and "stats" not in prepared
-            measured, failure = call_worker(worker, {"op": "measure", "token": prepared["prepared"]}, 60, "baseline")
-            assert failure is None and measured["stats"]["trials"] == 4 and set(measured) >= set(whole) - {"peak_bytes"}
-            # Where each step's time went (diagnostics the parent records per phase).
-            assert set(prepared["phases"]) == {"inputs"} and set(measured["phases"]) == {"timed calls"}
-            again, failure = call_worker(worker, {"op": "measure", "token": prepared["prepared"]}, 60, "baseline")
-            assert failure is not None and again["unprepared"]
-            first, _ = call_worker(worker, {**request, "split": True}, 60, "baseline")
-            second, _ = call_worker(worker, {**request, "split": True}, 60, "baseline")
-            replaced, _ = call_worker(worker, {"op": "measure", "token": first["prepared"]}, 60, "baseline")
-            assert replaced["unprepared"]
-            wrong, _ = call_worker(worker, {"op": "measure", "token": "0" * 16}, 60, "baseline")
-            assert wrong["unprepared"]
-            kept, failure = call_worker(worker, {"op": "measure", "token": second["prepared"]}, 60, "baseline")
-            assert failure is None and kept["stats"]["trials"] == 4
-    finally:
-        pool.close()
-        zygote.close()
-
-
-def test_a_baseline_is_prepared_with_the_gpu_shared_and_measured_with_it_exclusive(tmp_path):
-    """``ReferenceService.baseline`` times in two steps: the lock is taken shared, then
-    exclusive; when the measurement finds another worker than the one that prepared it
-    (the problem's worker was replaced in between), it times in one step, with the GPU
-    exclusive, and the baseline is the same kind of result."""
-    from kz_core.config import EvalConfig
-    from kz_core.evaluate import Evaluator
-    from kz_core.model import Problem
-
-    problem = Problem("add", BASELINE_PROBLEM)
-    settings = TimingSettings(min_trials=4, max_trials=4)
-    with Evaluator([problem], EvalConfig(device="cpu", workers=1, scratch_dir=str(tmp_path), cache=False)) as evaluator:
-        service = evaluator.references
-        sent: list[str] = []
-        original_call = references_module.call_worker
-
-        def recording_call(worker, request, timeout, stage):
-            sent.append(request["op"] + (" split" if request.get("split") else ""))
-            return original_call(worker, request, timeout, stage)
-
-        references_module.call_worker = recording_call
-        try:
-            findings: list = []
-            stats = service.baseline(problem, "eager", findings, settings)
-            assert stats is not None and stats.clock == "cpu" and not findings
-            assert sent == ["baseline split", "measure"]
-            held = evaluator.contention.snapshot()
-            assert held["gpu shared"]["taken"] >= 1 and held["gpu exclusive"]["taken"] >= 1
-
-            # The problem's worker ends between the two steps: timed again, in one step.
-            sent.clear()
-            service._baselines.clear()
-            original_worker = service.worker
-            acquired = []
-
-            @contextlib.contextmanager
-            def replaced_after_first(p):
-                with original_worker(p) as worker:
-                    acquired.append(worker.worker_pid)
-                    yield worker
-                    if len(acquired) == 1:
-                        worker.kill()
-
-            service.worker = replaced_after_first
-            stats = service.baseline(problem, "eager", findings, settings)
-            assert stats is not None and stats.clock == "cpu" and not findings
-            assert sent == ["baseline split", "baseline"] and acquired[0] != acquired[1]
-        finally:
-            references_module.call_worker = original_call
