@@ -95,6 +95,10 @@ def main() -> None:
                 t = result.timings
                 stages = " ".join(f"{name} {getattr(t, name + '_s'):.1f}s" for name in ("static", "reference", "waiting", "compile", "correctness", "timing", "baseline", "total") if getattr(t, name + "_s") is not None)
                 clock = f" {result.runtime.clock} x{result.runtime.calls_per_trial}" if result.runtime else ""
+                if result.runtime and result.runtime.unseen_ms is not None and result.runtime.median_ms > 0:
+                    clock += f" unseen {result.runtime.unseen_ms / result.runtime.median_ms:.2f}x"  # on inputs never seen, against the median
+                warned = sorted({f.check for f in result.findings if f.severity.value == "warning"} - {"torch_compute_in_forward"})
+                clock += f" warnings {','.join(warned)}" if warned else ""
                 speedup = f" eager {result.speedups['eager']:.2f}x" if "eager" in result.speedups else ""
                 eager = f" ({result.baselines['eager'].median_ms:.3f} ms)" if "eager" in result.baselines else ""
                 print(f"pass {number + 1}: {len(done)} done after {time.perf_counter() - started:.0f} s: {result.problem} {result.verdict.value}{clock}{speedup}{eager} ({stages})", flush=True)
