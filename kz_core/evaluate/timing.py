@@ -140,7 +140,8 @@ class Timed:
         request that draws random inputs (the worker is replaced).
     :ivar disagreement: why a timed call's output differed from the first timed call's
         on the same inputs (``""`` when every checked call agreed, or nothing checked).
-    :ivar phases: host seconds of the measurement's parts (diagnostics, never a verdict).
+    :ivar phases: host seconds of the timing's parts (:class:`_Laps`; diagnostics, never a
+        verdict: ``benchmarks/eval_throughput.py`` prints them per request kind).
     """
 
     stats: dict[str, Any]
@@ -148,8 +149,21 @@ class Timed:
     torch_ops: list[str] = attrs.field(factory=list)
     dirty: bool = False
     disagreement: str = ""
-    #: Seconds of the host's clock each part of the measurement took (diagnostics).
     phases: dict[str, float] = attrs.field(factory=dict)
+
+
+class _Laps:
+    """Host seconds of a timing's parts, each from the end of the part before:
+    ``laps("inputs")`` ends the part so named."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._clock = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self._clock
+        self._clock = now
 
 
 def summarize(times_ms: list[float], clock: str, calls_per_trial: int = 1, note: str = "") -> dict[str, Any]:
@@ -208,8 +222,7 @@ def time_forward(
     agree: Any = None,
     unseen: Sequence[int] = (),
 ) -> Timed:
-    """Time ``forward(*make_inputs(seed))`` over the timing ``seeds`` (two, alternating):
-    :class:`TimingRun`'s two parts, one after the other.
+    """Time ``forward(*make_inputs(seed))`` over the timing ``seeds`` (two, alternating).
 
     :param decoys: two seeds whose inputs a CUDA graph is warmed up and captured on.
     :param record_ops: record the aten ops the forward calls while it is captured.
@@ -223,164 +236,71 @@ def time_forward(
         their outputs join :attr:`Timed.outputs`, for the caller to check. A forward
         faster on inputs it has seen (it memoises) shows it there.
     """
-    run = TimingRun(forward, make_inputs, seeds, decoys, device, settings, record_ops, agree, unseen)
-    run.prepare()
-    return run.measure()
-
-
-@attrs.define
-class _Captured:
-    """A graph of the forward's calls, captured and holding the timing inputs, not yet
-    replayed for time (:meth:`TimingRun.prepare`)."""
-
-    graph: Any
-    kept: dict[int, Any]
-    buffers: list[list[Any]]
-    calls: int
-    flush: Any
-    poison: Any
-    ops: list[str] | None
-
-
-class TimingRun:
-    """:func:`time_forward`'s two parts: :meth:`prepare` draws the inputs and, for graph
-    timing, warms the forward up on the decoys, captures it (twice: once to measure a
-    pair of calls, once with the calls a replay holds), copies the timing inputs into the
-    captured buffers and captures the poisoning graph: nothing of it is timed. A capture
-    that fails there is the events fallback. :meth:`measure` does the rest: warm-up
-    replays, the timed replays, the agreement check of every kept output (between the
-    timed replays and the unseen ones, which write over them), the unseen replays; or,
-    with events, every trial. Each part's host seconds are :attr:`Timed.phases`
-    (diagnostics: ``benchmarks/eval_throughput.py`` prints them per request kind).
-
-    Both run while the caller holds the GPU to itself. Preparing beside other work and
-    measuring alone was tried on the H200 (docs/benchmarks.md, nineteenth session): the
-    exclusive hold fell by a third, but prepared graphs waiting for the GPU held their
-    memory (up to six call footprints each) and the rate did not rise.
-    """
-
-    def __init__(
-        self,
-        forward: Callable[..., Any],
-        make_inputs: Callable[[int], list[Any]],
-        seeds: Sequence[int],
-        decoys: Sequence[int],
-        device: str,
-        settings: TimingSettings,
-        record_ops: bool = False,
-        agree: Any = None,
-        unseen: Sequence[int] = (),
-    ):
-        self.forward, self.make_inputs = forward, make_inputs
-        self.seeds, self.decoys = list(seeds), list(decoys)
-        self.device, self.settings = device, settings
-        self.record_ops, self.agree, self.unseen = record_ops, agree, list(unseen)
-        self._input_sets: list[list[Any]] | None = None
-        self._captured: _Captured | None = None
-        self._note = ""
-        self._dirty = False
-        #: Host seconds of the preparation's parts (diagnostics).
-        self.prepare_phases: dict[str, float] = {}
-
-    def prepare(self) -> None:
-        """Draw the timing inputs and, for graph timing, capture the forward (untimed)."""
-        # The timing inputs are drawn first: a failed capture leaves torch's default CUDA
-        # generator unusable in this process (the fallback must not draw again).
-        started = time.perf_counter()
-        self._input_sets = [self.make_inputs(seed) for seed in self.seeds]
-        self.prepare_phases["inputs"] = time.perf_counter() - started
-        if not (self.device.startswith("cuda") and self.settings.method == "graph"):
-            return
+    laps = _Laps()
+    # The timing inputs are drawn first: a failed capture leaves torch's default CUDA
+    # generator unusable in this process (the fallback must not draw again).
+    input_sets = [make_inputs(seed) for seed in seeds]
+    laps("inputs")
+    note = ""
+    dirty = False
+    if device.startswith("cuda") and settings.method == "graph":
         import torch
 
-        started = time.perf_counter()
         try:
-            self._captured = _prepare_graph(
-                self.forward, self.make_inputs, self._input_sets, self.decoys, self.device, self.settings, self.record_ops, self.agree is not None
-            )
+            return _time_graph(forward, make_inputs, input_sets, seeds, decoys, device, settings, record_ops, agree, unseen, laps)
         except GraphUnavailable as exc:
-            self._note, self._dirty = f"timed with CUDA events: {exc}", exc.dirty
+            note, dirty = f"timed with CUDA events: {exc}", exc.dirty
         except torch.OutOfMemoryError:
-            self._note = "timed with CUDA events: out of GPU memory for graph timing"
-        if self._captured is None:
-            _release(self.device)
-        self.prepare_phases["capture"] = time.perf_counter() - started
+            note = "timed with CUDA events: out of GPU memory for graph timing"
+        _release(device)
+        laps("capture")
+    last: dict[int, Any] = {}
+    first: dict[int, Any] = {}
+    held: dict[int, Any] = {}
+    disagreement: list[str] = []
+    poison = secrets.randbits(31)
 
-    def measure(self) -> Timed:
-        """Everything timed (after :meth:`prepare`, which it runs if it has not run); the
-        result's phases include the preparation's."""
-        if self._input_sets is None:
-            self.prepare()
-        timed = self._measure()
-        timed.phases = {**self.prepare_phases, **timed.phases}
-        return timed
+    def call(index: int) -> None:
+        which = index % len(input_sets)
+        last[which] = forward(*input_sets[which])
 
-    def _measure(self) -> Timed:
-        if self._captured is not None:
-            import torch
+    def after(index: int) -> None:
+        which = index % len(input_sets)
+        if which not in first:
+            first[which] = _copied(last[which])
+        elif not disagreement:
+            why = agree(first[which], last[which])
+            if why:
+                disagreement.append(f"timed call {index + 1} (input set {which + 1}) differs from the first on the same inputs: {why}")
+        if which in held:
+            _poison(held[which], poison, [*input_sets, *last.values()])
+        held[which] = last[which]
 
-            captured, self._captured = self._captured, None
-            try:
-                return _measure_graph(captured, self.forward, self.make_inputs, self.seeds, self.device, self.settings, self.agree, self.unseen)
-            except torch.OutOfMemoryError:
-                self._note = "timed with CUDA events: out of GPU memory for graph timing"
-            del captured
-            _release(self.device)
-        return self._measure_events()
-
-    def _measure_events(self) -> Timed:
-        forward, input_sets, agree, device, note = self.forward, self._input_sets or [], self.agree, self.device, self._note
-        last: dict[int, Any] = {}
-        first: dict[int, Any] = {}
-        held: dict[int, Any] = {}
-        disagreement: list[str] = []
-        poison = secrets.randbits(31)
-
-        def call(index: int) -> None:
-            which = index % len(input_sets)
-            last[which] = forward(*input_sets[which])
-
-        def after(index: int) -> None:
-            which = index % len(input_sets)
-            if which not in first:
-                first[which] = _copied(last[which])
-            elif not disagreement:
-                why = agree(first[which], last[which])
-                if why:
-                    disagreement.append(f"timed call {index + 1} (input set {which + 1}) differs from the first on the same inputs: {why}")
-            if which in held:
-                _poison(held[which], poison, [*input_sets, *last.values()])
-            held[which] = last[which]
-
-        started = time.perf_counter()
-        stats = time_calls(call, device, self.settings, after if agree is not None else None)
-        phases = {"timed calls": time.perf_counter() - started}
-        stats["note"] = note
-        first.clear()
-        held.clear()
-        seeds = self.seeds
-        outputs = [(seed, last[which]) for which, seed in enumerate(seeds) if which in last]
-        if any(_overlapping(later, [output for _, output in outputs[:index]]) for index, (_, later) in enumerate(outputs)):
-            # The forward returns a buffer it keeps (every set's last output is the same memory):
-            # one more call per set, untimed, each output copied before the next call.
-            outputs = []
-            for which, seed in enumerate(seeds):
-                outputs.append((seed, _copied(forward(*input_sets[which]))))
-        if self.unseen and device.startswith("cuda"):
-            started = time.perf_counter()
-            outputs = [(seed, _copied(output)) for seed, output in outputs]
-            phases["unseen calls"] = 0.0
-            try:
-                unseen_ms, checked = _call_unseen(forward, self.make_inputs, self.unseen, device, self.settings)
-            except Exception as exc:  # noqa: BLE001 - after a failed capture, torch cannot draw inputs here
-                if not self._dirty:
-                    raise
-                stats["note"] = f"{note}; {NOT_TIMED_UNSEEN}: {_first_line(exc)}"
-            else:
-                stats["unseen_ms"] = unseen_ms
-                outputs += checked
-            phases["unseen calls"] = time.perf_counter() - started
-        return Timed(stats, outputs, dirty=self._dirty, disagreement="".join(disagreement), phases=phases)
+    stats = time_calls(call, device, settings, after if agree is not None else None)
+    laps("timed calls")
+    stats["note"] = note
+    first.clear()
+    held.clear()
+    outputs = [(seed, last[which]) for which, seed in enumerate(seeds) if which in last]
+    if any(_overlapping(later, [output for _, output in outputs[:index]]) for index, (_, later) in enumerate(outputs)):
+        # The forward returns a buffer it keeps (every set's last output is the same memory):
+        # one more call per set, untimed, each output copied before the next call.
+        outputs = []
+        for which, seed in enumerate(seeds):
+            outputs.append((seed, _copied(forward(*input_sets[which]))))
+    if unseen and device.startswith("cuda"):
+        outputs = [(seed, _copied(output)) for seed, output in outputs]
+        try:
+            unseen_ms, checked = _call_unseen(forward, make_inputs, unseen, device, settings)
+        except Exception as exc:  # noqa: BLE001 - after a failed capture, torch cannot draw inputs here
+            if not dirty:
+                raise
+            stats["note"] = f"{note}; {NOT_TIMED_UNSEEN}: {_first_line(exc)}"
+        else:
+            stats["unseen_ms"] = unseen_ms
+            outputs += checked
+        laps("unseen calls")
+    return Timed(stats, outputs, dirty=dirty, disagreement="".join(disagreement), phases=laps.phases)
 
 
 def _call_unseen(
@@ -638,22 +558,22 @@ def _replays_ms(graph: Any, flush: Any, device: str, replays: int, poison: Any =
     return [start.elapsed_time(end) for start, end in pending]
 
 
-def _prepare_graph(
+def _time_graph(
     forward: Callable[..., Any],
     make_inputs: Callable[[int], list[Any]],
     input_sets: list[list[Any]],
+    seeds: Sequence[int],
     decoys: Sequence[int],
     device: str,
     settings: TimingSettings,
     record_ops: bool,
-    poisoned: bool,
-) -> _Captured:
-    """Graph timing's untimed part: the forward warmed up and captured on the decoys'
-    inputs, the calls a replay holds planned, the timing inputs copied into the captured
-    buffers, and (``poisoned``) the graph that poisons the kept outputs before each replay."""
+    agree: Any,
+    unseen: Sequence[int],
+    laps: _Laps,
+) -> Timed:
     import torch
 
-    if len(input_sets) != 2 or len(decoys) != 2:
+    if len(seeds) != 2 or len(decoys) != 2:
         raise ValueError("graph timing needs two timing seeds and two decoy seeds")
     signature = _signature(input_sets[0])
     buffers = [make_inputs(seed) for seed in decoys]
@@ -692,8 +612,6 @@ def _prepare_graph(
     flush = torch.empty(settings.l2_flush_bytes, dtype=torch.uint8, device=device)
     graph.replay()
     torch.cuda.synchronize(device)
-    # Measured beside other work when the caller shares the GPU here: it only sizes the
-    # replay, whose own time is measured later.
     pair_ms = statistics.median(_replays_ms(graph, flush, device, 5))
     calls = plan_replay(pair_ms, _tensor_bytes(buffers[0]), settings)
     if not keeps_output:
@@ -710,66 +628,34 @@ def _prepare_graph(
     for which, values in enumerate(input_sets):
         for b in range(which, calls, 2):
             _copy_into(buffers[b], values)
-    poison = _poisoning(kept, buffers, device) if poisoned else None
     torch.cuda.synchronize(device)
-    return _Captured(graph, kept, buffers, calls, flush, poison, ops)
-
-
-def _measure_graph(
-    captured: _Captured,
-    forward: Callable[..., Any],
-    make_inputs: Callable[[int], list[Any]],
-    seeds: Sequence[int],
-    device: str,
-    settings: TimingSettings,
-    agree: Any = None,
-    unseen: Sequence[int] = (),
-) -> Timed:
-    """Graph timing's timed part (:func:`_prepare_graph` made ``captured``): warm-up
-    replays, the timed replays, the agreement check of the kept outputs, the replays on
-    unseen inputs."""
-    graph, kept, buffers, calls, flush, poison, ops = (
-        captured.graph,
-        captured.kept,
-        captured.buffers,
-        captured.calls,
-        captured.flush,
-        captured.poison,
-        captured.ops,
-    )
-    clock = time.perf_counter()
-    phases: dict[str, float] = {}
-
-    def lap(name: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        phases[name] = now - clock
-        clock = now
+    laps("capture")
 
     _warm_up(lambda _: graph.replay(), device, settings, minimum=2)
-    lap("warm-up replays")
+    poison = _poisoning(kept, buffers, device) if agree is not None else None
+    laps("warm-up replays")
     times: list[float] = []
     measured = 0.0
     while not _done(times, measured, settings):
         replays = _replays_ms(graph, flush, device, min(_CHUNK, settings.max_trials - len(times)), poison)
         measured += sum(replays)
         times += [elapsed / calls for elapsed in replays]
-    lap("timed replays")
+    laps("timed replays")
     disagreement = ""
     later = [j for j in sorted(kept) if j >= 2]
     index, why = agree.first_disagreement([(kept[j % 2], kept[j]) for j in later]) if agree is not None else (-1, "")
     if why:
         j = later[index]
         disagreement = f"call {j + 1} of the {calls} in a replayed graph (input set {j % 2 + 1}) differs from the first on the same inputs: {why}"
-    lap("agreement")
+    laps("agreement")
     stats = summarize(times, GRAPH_CLOCK, calls)
     if not unseen:
-        return Timed(stats, [(seeds[j], kept[j]) for j in (0, 1)], sorted(set(ops or [])), disagreement=disagreement, phases=phases)
+        return Timed(stats, [(seeds[j], kept[j]) for j in (0, 1)], sorted(set(ops or [])), disagreement=disagreement, phases=laps.phases)
     outputs = [(seeds[j], _copied(kept[j])) for j in (0, 1)]  # the unseen replays write over them
     unseen_ms, checked = _replay_unseen(graph, flush, poison, buffers, kept, make_inputs, unseen, device)
     stats["unseen_ms"] = unseen_ms / calls
-    lap("unseen replays")
-    return Timed(stats, outputs + checked, sorted(set(ops or [])), disagreement=disagreement, phases=phases)
+    laps("unseen replays")
+    return Timed(stats, outputs + checked, sorted(set(ops or [])), disagreement=disagreement, phases=laps.phases)
 
 
 def _replay_unseen(
