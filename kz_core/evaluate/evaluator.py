@@ -1185,26 +1185,13 @@ class Evaluator:
         return fields
 
     def _time_candidate(
-        self,
-        worker: WorkerProcess,
-        problem: Problem,
-        reference: ReferenceRecord,
-        settings: TimingSettings,
-        findings: list[Finding],
-        verified: bool = False,
-        again: bool = True,
+        self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, settings: TimingSettings, findings: list[Finding], verified: bool = False
     ) -> tuple[dict[str, Any] | None, Finding | None]:
         """One timing request: ``(reply, failure)``. Timed calls whose outputs differ from
         the reference's are the failure (``state_drift``), and so, under strict guards, are
         torch ops computing in the captured calls (a warning under ``warn``), and a time on
-        unseen inputs far above the median (``memoisation``).
-
-        :param again: time once more when the calls on unseen inputs were slower than the
-            median by ``judge.UNSEEN_SLOWER`` or more, and judge that timing instead: the
-            unseen time is one or two replays, which another process can slow (a context
-            torn down, a worker starting; seen on the H200 once in a hundred honest
-            references), while a forward that memoises is slower there every time.
-        """
+        unseen inputs far above the median (``memoisation``; a time only somewhat above it
+        is the caller's to pay, ``_rewarded_runtime``)."""
         request = {
             "op": "time_plan" if verified else "time",
             "plan": "default",
@@ -1247,8 +1234,6 @@ class Evaluator:
         if reply["disagreement"]:
             return reply, Finding("state_drift", f"a timed call's output changed between calls on the same inputs: {reply['disagreement'][:400]}")
         _, unseen_slower = judge_unseen(from_json_dict(RuntimeStats, reply["stats"]))
-        if unseen_slower is not None and again:
-            return self._time_candidate(worker, problem, reference, settings, findings, verified, again=False)
         if unseen_slower is not None and unseen_slower.severity is Severity.ERROR:
             return reply, unseen_slower  # memoisation; a warning is the caller's (_rewarded_runtime)
         if reply.get("compute_ops"):

@@ -87,14 +87,13 @@ def test_a_gpu_timing_reply_must_carry_every_unseen_seeds_output():
         validate_timed(_reply(stats={**broken, "unseen_ms": 1.0}, timed_outputs=outputs[:2]), {3, 5}, frozenset({13, 17}))
 
 
-def test_a_time_on_unseen_inputs_far_above_the_median_is_timed_again_and_judged_on_the_second_timing(monkeypatch, example_problems):
+def test_a_time_on_unseen_inputs_above_the_median_is_paid_not_taken_for_a_failed_timing(monkeypatch, example_problems):
     """Written against the version before, seen on the H200: an honest reference
-    (KernelBench's 62_conv_standard_2D) had one slow replay on unseen inputs; the
-    ``unseen_inputs_slower`` warning was taken for a failed timing, so the correct
-    candidate kept no runtime and no speedup. Now a first timing that slow is done again
-    and the second is judged: honest when it agrees (noise), paid its unseen time with
-    the warning when it does not (a memoiser is slow there every time), rejected from
-    ``judge.MEMOISED``. (Unseen inputs are timed on a GPU; here the replies are forged.)"""
+    (KernelBench's 62_conv_standard_2D) had a time on unseen inputs 1.25 times its median
+    or more; the ``unseen_inputs_slower`` warning was taken for a failed timing, so the
+    correct candidate kept no runtime and no speedup. Now it keeps a runtime, its unseen
+    time, with the warning; from ``judge.MEMOISED`` it is rejected. (Unseen inputs are
+    timed on a GPU; here the replies are forged.)"""
     from kz_core.evaluate import Evaluator
     from kz_core.evaluate import evaluator as evaluator_module
     from kz_core.model import Candidate, Verdict
@@ -115,21 +114,14 @@ def test_a_time_on_unseen_inputs_far_above_the_median_is_timed_again_and_judged_
     problems = [p for p in example_problems if p.name == "1_vector_add"]
     candidate = Candidate("1_vector_add", "triton", (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text(), "add")
     with Evaluator(problems, eval_config("eval.run_timeout_s=60")) as evaluator:
-        ratios[:] = [1.6, 1.0]  # one slow replay, then none: noise
+        ratios[:] = [1.6]  # slower on unseen inputs: paid its unseen time, still correct
         result = evaluator.evaluate_one(candidate)
-        assert result.verdict is Verdict.CORRECT and sent == [1.6, 1.0], result.message
-        assert result.runtime is not None and "unseen_inputs_slower" not in {f.check for f in result.findings}
-        median = result.runtime.median_ms
+        assert result.verdict is Verdict.CORRECT and sent == [1.6], result.message
+        assert result.runtime is not None and result.runtime.unseen_ms == result.runtime.median_ms > 0
+        assert "unseen_inputs_slower" in {f.check for f in result.findings}
 
         sent.clear()
-        ratios[:] = [1.6, 1.5]  # slower both times: paid its unseen time, still correct
+        ratios[:] = [4.0]  # far slower: memoisation
         result = evaluator.evaluate_one(attrs.evolve(candidate, sample_id="add-2"))
-        assert result.verdict is Verdict.CORRECT and sent == [1.6, 1.5], result.message
-        assert result.runtime is not None and result.runtime.unseen_ms == result.runtime.median_ms
-        assert "unseen_inputs_slower" in {f.check for f in result.findings} and median > 0
-
-        sent.clear()
-        ratios[:] = [4.0, 4.0]  # far slower both times: memoisation
-        result = evaluator.evaluate_one(attrs.evolve(candidate, sample_id="add-3"))
-        assert result.verdict is not Verdict.CORRECT and sent == [4.0, 4.0]
+        assert result.verdict is not Verdict.CORRECT and sent == [4.0]
         assert "memoisation" in {f.check for f in result.findings}
