@@ -92,8 +92,12 @@ class ReferenceRecord:
 class SharedExclusiveLock:
     """Many shared holders or one exclusive holder; a waiting exclusive blocks new shared.
 
+    The thread holding it exclusive may take it again, shared or exclusive, at no cost:
+    a candidate's timing and its baselines' are one hold (``Evaluator._time``), so the
+    shared holders drain once for both.
+
     :param contention: where waits and holds are recorded (as ``gpu shared`` and ``gpu
-        exclusive``), when given.
+        exclusive``), when given; a take inside the exclusive holder's own is not.
     """
 
     def __init__(self, contention: Contention | None = None) -> None:
@@ -101,12 +105,22 @@ class SharedExclusiveLock:
         self._shared = 0
         self._exclusive = False
         self._waiting_exclusive = 0
+        #: The thread holding the lock exclusive (only that thread sets or clears it).
+        self._owner: int | None = None
         self._contention = contention
 
+    def held_exclusive(self) -> bool:
+        """Whether the calling thread holds the lock exclusive."""
+        return self._owner == threading.get_ident()
+
     def shared(self) -> contextlib.AbstractContextManager[None]:
+        if self.held_exclusive():
+            return contextlib.nullcontext()
         return self._timed("gpu shared", self._hold_shared())
 
     def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        if self.held_exclusive():
+            return contextlib.nullcontext()
         return self._timed("gpu exclusive", self._hold_exclusive())
 
     def _timed(self, name: str, lock: contextlib.AbstractContextManager[None]) -> contextlib.AbstractContextManager[None]:
@@ -133,10 +147,12 @@ class SharedExclusiveLock:
                 self._condition.wait()
             self._waiting_exclusive -= 1
             self._exclusive = True
+            self._owner = threading.get_ident()
         try:
             yield
         finally:
             with self._condition:
+                self._owner = None
                 self._exclusive = False
                 self._condition.notify_all()
 

@@ -311,6 +311,35 @@ def test_the_gpu_lock_records_shared_and_exclusive_holds():
 
 
 
+def test_the_exclusive_holder_takes_the_gpu_lock_again_without_waiting_or_recording():
+    """A candidate's timing and its baselines' are one exclusive hold: inside it, the
+    holder's own shared and exclusive takes neither wait (a deadlock before) nor count as
+    takes; another thread's still waits for the whole hold."""
+    from kz_core.evaluate.references import SharedExclusiveLock
+
+    contention = Contention()
+    lock = SharedExclusiveLock(contention)
+    order: list[str] = []
+
+    def take_shared() -> None:
+        with lock.shared():
+            order.append("other")
+
+    with lock.exclusive():
+        assert lock.held_exclusive()
+        other = threading.Thread(target=take_shared)
+        other.start()
+        with lock.exclusive(), lock.shared():
+            order.append("again")
+        time.sleep(0.1)
+        order.append("released")
+    other.join(30)
+    assert not lock.held_exclusive()
+    assert order == ["again", "released", "other"]
+    stats = contention.snapshot()
+    assert stats["gpu exclusive"]["taken"] == 1 and stats["gpu shared"]["taken"] == 1
+
+
 def test_a_batch_runs_problems_in_hash_order_with_each_problems_candidates_together():
     """Written against name order: KernelBench's activations (19_ReLU ... 32_HardTanh,
     12.8 GB a call each) ran side by side and all waited for the same GPU memory. The
