@@ -1131,39 +1131,51 @@ class Evaluator:
         return result
 
     def _time(self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, findings: list[Finding], verified: bool = False) -> dict[str, Any]:
-        """Time the candidate and its baselines with the same clock, in one exclusive hold
-        of the GPU (its wait counts as timing).
+        """Time the candidate and its baselines with the same clock.
 
-        One hold, not one per request: each exclusive take first waits for every shared
-        holder to finish (their compiles, trials, references), and no new one starts
-        meanwhile. On the H200 (nineteenth session, KernelBench level 1) the 199 takes of
-        100 candidates waited 440 s for 145 s held, and shared holders waited 588 s
-        behind them.
+        The baselines are timed in the candidate's exclusive hold of the GPU, right after
+        its timing reply (before its timed outputs are compared and judged): each
+        exclusive take first waits for every shared holder to finish (their compiles,
+        trials, references), and no new one starts meanwhile. On the H200 (nineteenth
+        session, KernelBench level 1) the 199 takes of 100 candidates waited 440 s for
+        145 s held, and shared holders waited 588 s behind them.
 
         With graph timing, a candidate that cannot be captured is compared with baselines
         timed with events; a baseline that cannot be captured has the candidate timed
         again with events, so that a speedup never compares two clocks.
         """
-        waiting_started = time.perf_counter()
-        with self._gpu.exclusive():
-            return self._time_held(worker, problem, reference, findings, verified, time.perf_counter() - waiting_started)
+        spent: dict[str, Any] = {"timing_s": None, "baseline_s": None, "retire": False}
 
-    def _time_held(
-        self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, findings: list[Finding], verified: bool, waited_s: float
-    ) -> dict[str, Any]:
-        """``_time`` with the GPU held exclusive."""
-        spent: dict[str, Any] = {"timing_s": waited_s, "baseline_s": None, "retire": False}
-
-        def timed(stage: str, function: Any, *args: Any) -> Any:
+        def timed(stage: str, function: Any, *args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
             try:
-                return function(*args)
+                return function(*args, **kwargs)
             finally:
                 spent[stage] = (spent[stage] or 0.0) + time.perf_counter() - started
 
-        fields = spent
         events = attrs.evolve(self._timing, method="events")
-        reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified)
+        # What timing a baseline with the candidate found wrong, by timing method: added to
+        # the findings when the candidate is compared with that baseline.
+        early: dict[str, list[Finding]] = {}
+
+        def with_baselines(reply: dict[str, Any]) -> None:
+            # The reply is not validated yet: it only picks the clock of the baselines timed
+            # now. A wrong pick times a baseline for nothing (kept for the next candidate).
+            stats = reply.get("stats")
+            settings = self._timing if isinstance(stats, dict) and stats.get("clock") == GRAPH_CLOCK else events
+            early[settings.method] = []
+            started = time.perf_counter()
+            timed("baseline_s", self._baselines, problem, settings, early[settings.method])
+            spent["timing_s"] = (spent["timing_s"] or 0.0) - (time.perf_counter() - started)  # not counted twice
+
+        def baselines_for(settings: TimingSettings) -> dict[str, RuntimeStats]:
+            baselines = timed("baseline_s", self._baselines, problem, settings, findings)
+            findings.extend(early.pop(settings.method, []))
+            return baselines
+
+        fields = spent
+        then = with_baselines if self.device != "cpu" else None
+        reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified, then=then)
         spent["retire"] = bool(reply and reply.get("retire"))
         if failure is not None or reply is None:
             findings.append(failure)  # type: ignore[arg-type]
@@ -1175,10 +1187,10 @@ class Evaluator:
         if self._timing.method == "graph" and runtime.clock != GRAPH_CLOCK:
             findings.append(Finding("timing_fallback", runtime.note or "timed with CUDA events: it could not be captured into a CUDA graph", Severity.WARNING))
         settings = self._timing if runtime.clock == GRAPH_CLOCK else events
-        baselines = timed("baseline_s", self._baselines, problem, settings, findings)
+        baselines = baselines_for(settings)
         if runtime.clock == GRAPH_CLOCK and any(stats.clock != GRAPH_CLOCK for stats in baselines.values()):
             # A baseline could not be captured: time the candidate like it, with events.
-            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, events, findings, verified)
+            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, events, findings, verified, then=with_baselines)
             spent["retire"] = spent["retire"] or bool(reply and reply.get("retire"))
             if failure is not None or reply is None:
                 findings.append(failure)  # type: ignore[arg-type]
@@ -1187,7 +1199,7 @@ class Evaluator:
             runtime = self._rewarded_runtime(from_json_dict(RuntimeStats, reply["stats"]), findings)
             like = f"timed with CUDA events like its baselines ({_baseline_note(baselines)})"
             runtime = fields["runtime"] = attrs.evolve(runtime, note=f"{like}; {runtime.note}" if runtime.note else like)
-            baselines = timed("baseline_s", self._baselines, problem, events, findings)
+            baselines = baselines_for(events)
         fields["baselines"] = baselines
         fields["speedups"] = {
             mode: stats.median_ms / runtime.median_ms for mode, stats in baselines.items() if runtime.median_ms > 0 and stats.clock == runtime.clock
@@ -1200,13 +1212,24 @@ class Evaluator:
         return fields
 
     def _time_candidate(
-        self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, settings: TimingSettings, findings: list[Finding], verified: bool = False
+        self,
+        worker: WorkerProcess,
+        problem: Problem,
+        reference: ReferenceRecord,
+        settings: TimingSettings,
+        findings: list[Finding],
+        verified: bool = False,
+        then: Callable[[dict[str, Any]], None] | None = None,
     ) -> tuple[dict[str, Any] | None, Finding | None]:
         """One timing request: ``(reply, failure)``. Timed calls whose outputs differ from
         the reference's are the failure (``state_drift``), and so, under strict guards, are
         torch ops computing in the captured calls (a warning under ``warn``), and a time on
         unseen inputs far above the median (``memoisation``; a time only somewhat above it
-        is the caller's to pay, ``_rewarded_runtime``)."""
+        is the caller's to pay, ``_rewarded_runtime``).
+
+        :param then: called with the reply (not yet validated) while the GPU is still held
+            exclusive, when the request got one.
+        """
         request = {
             "op": "time_plan" if verified else "time",
             "plan": "default",
@@ -1223,6 +1246,8 @@ class Evaluator:
         }
         with self._gpu.exclusive():
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "timing")
+            if then is not None and failure is None and reply is not None:
+                then(reply)
         if reply is not None and failure is None and reference.on_device:
             with self._gpu.shared():
                 for timed in reply["timed_outputs"]:
