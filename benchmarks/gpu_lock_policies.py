@@ -1,0 +1,193 @@
+"""The GPU lock's policy in a model of KernelBench level 1, on any machine (no GPU).
+
+Each candidate is a thread that takes the GPU shared for its reference, its recording and
+its trials, works without it to build its kernels, and takes it exclusive to be timed
+(stage lengths drawn uniformly around the means measured on the H200, twentieth session:
+reference 0.5-3.0 s, recording 1.0-4.5, build 0.5-1.3, trials 1.0-3.5, timing 0.6-2.8).
+Sleeps stand for the work, scaled down 50 times. It runs kz's own lock
+(``kz_core.evaluate.references.SharedExclusiveLock``: a waiting exclusive holder blocks new
+shared ones) against other policies, to see which keeps candidates moving:
+
+- ``kz``: kz's lock, as used by the evaluator;
+- ``readers-first``: shared holders never wait for a waiting exclusive one;
+- ``phase-fair``: after each exclusive hold, the shared holders waiting then go first;
+- ``batched``: waiting exclusive holders block new shared ones only once two wait or the
+  oldest has waited 2 s.
+
+Usage: python benchmarks/gpu_lock_policies.py [--candidates 100] [--threads 9 13] [--seeds 1 2]
+It leaves out GPU memory, which the evaluator also waits for (``kz_core.evaluate.memory``):
+more threads help here but not on the H200, where more processes leave less memory to share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Iterator
+
+from rich.console import Console
+from rich.table import Table
+
+from kz_core.evaluate.references import SharedExclusiveLock
+
+SCALE = 0.02  # wall seconds per modelled second
+STAGES = {"reference": (0.5, 3.0), "record": (1.0, 4.5), "build": (0.5, 1.3), "trials": (1.0, 3.5), "timing": (0.6, 2.8)}
+
+
+class ReadersFirst(SharedExclusiveLock):
+    @contextlib.contextmanager
+    def _hold_shared(self) -> Iterator[None]:
+        with self._condition:
+            while self._exclusive:
+                self._condition.wait()
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._shared -= 1
+                self._condition.notify_all()
+
+
+class PhaseFair(SharedExclusiveLock):
+    def __init__(self) -> None:
+        super().__init__()
+        self._phase = 0  # exclusive holds ended so far
+        self._waiting_shared: collections.Counter[int] = collections.Counter()
+
+    @contextlib.contextmanager
+    def _hold_shared(self) -> Iterator[None]:
+        with self._condition:
+            if self._exclusive or self._waiting_exclusive:
+                phase = self._phase
+                self._waiting_shared[phase] += 1
+                while self._exclusive or (self._waiting_exclusive and self._phase == phase):
+                    self._condition.wait()
+                self._waiting_shared[phase] -= 1
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._shared -= 1
+                self._condition.notify_all()
+
+    @contextlib.contextmanager
+    def _hold_exclusive(self) -> Iterator[None]:
+        with self._condition:
+            self._waiting_exclusive += 1
+            while self._exclusive or self._shared or any(n for p, n in self._waiting_shared.items() if p < self._phase):
+                self._condition.wait()
+            self._waiting_exclusive -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._exclusive = False
+                self._phase += 1
+                self._condition.notify_all()
+
+
+class Batched(SharedExclusiveLock):
+    def __init__(self, waiting: int = 2, after_s: float = 2.0) -> None:
+        super().__init__()
+        self._waiting, self._after = waiting, after_s * SCALE
+        self._oldest = 0.0
+
+    def _blocks(self) -> bool:
+        return bool(self._waiting_exclusive) and (self._waiting_exclusive >= self._waiting or time.perf_counter() - self._oldest >= self._after)
+
+    @contextlib.contextmanager
+    def _hold_shared(self) -> Iterator[None]:
+        with self._condition:
+            while self._exclusive or self._blocks():
+                self._condition.wait(timeout=0.2 * SCALE)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._shared -= 1
+                self._condition.notify_all()
+
+    @contextlib.contextmanager
+    def _hold_exclusive(self) -> Iterator[None]:
+        with self._condition:
+            if not self._waiting_exclusive:
+                self._oldest = time.perf_counter()
+            self._waiting_exclusive += 1
+            while self._exclusive or self._shared:
+                self._condition.wait()
+            self._waiting_exclusive -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._exclusive = False
+                self._oldest = time.perf_counter()
+                self._condition.notify_all()
+
+
+POLICIES = {"kz": SharedExclusiveLock, "readers-first": ReadersFirst, "phase-fair": PhaseFair, "batched": Batched}
+
+
+def run(lock: SharedExclusiveLock, candidates: int, threads: int, seed: int) -> dict[str, float]:
+    """Modelled seconds for ``candidates`` on ``threads``, and the waits for the lock."""
+    rng = random.Random(seed)
+    jobs = iter([{stage: rng.uniform(*span) for stage, span in STAGES.items()} for _ in range(candidates)])
+    jobs_lock = threading.Lock()
+    waits = collections.Counter()
+
+    def take(mode: str, seconds: float) -> None:
+        asked = time.perf_counter()
+        with lock.shared() if mode == "shared" else lock.exclusive():
+            waits[mode] += (time.perf_counter() - asked) / SCALE
+            time.sleep(seconds * SCALE)
+
+    def candidate_thread() -> None:
+        while True:
+            with jobs_lock:
+                job = next(jobs, None)
+            if job is None:
+                return
+            take("shared", job["reference"])
+            take("shared", job["record"])
+            time.sleep(job["build"] * SCALE)
+            take("shared", job["trials"])
+            take("exclusive", job["timing"])
+
+    started = time.perf_counter()
+    workers = [threading.Thread(target=candidate_thread) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    seconds = (time.perf_counter() - started) / SCALE
+    return {"seconds": seconds, "per_minute": 60 * candidates / seconds, "shared_wait": waits["shared"], "exclusive_wait": waits["exclusive"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--candidates", type=int, default=100)
+    parser.add_argument("--threads", type=int, nargs="+", default=[9, 13])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+    table = Table(title=f"{args.candidates} modelled candidates per run (seconds are modelled seconds)")
+    for column in ("policy", "threads", "seed", "seconds", "candidates/min", "shared waits, s", "exclusive waits, s"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for name, policy in POLICIES.items():
+        for threads in args.threads:
+            for seed in args.seeds:
+                result = run(policy(), args.candidates, threads, seed)
+                table.add_row(name, str(threads), str(seed), f"{result['seconds']:.0f}", f"{result['per_minute']:.1f}", f"{result['shared_wait']:.0f}", f"{result['exclusive_wait']:.0f}")
+    Console(width=140).print(table)
+
+
+if __name__ == "__main__":
+    main()
