@@ -162,8 +162,9 @@ class CandidateOps:
         times (Triton compiles and autotunes then), and the next call is recorded.
         """
         from kz_core.evaluate import recording
-        from kz_core.evaluate.execution import instantiate, make_init_inputs
+        from kz_core.evaluate.execution import instantiate, make_init_inputs, synchronize
         from kz_core.evaluate.recording import NotReplayable, Recorder
+        from kz_core.evaluate.timing import Laps
 
         if not self.candidate or "model" not in self.candidate:
             return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
@@ -171,6 +172,7 @@ class CandidateOps:
         plans: dict[str, Any] = {}
         captures: list[tuple[dict[str, Any], Any, Any]] = []
         started = time.perf_counter()
+        laps = Laps()  # what the recording's time goes to, as this process says: diagnostics only
         for signature in request["signatures"]:
             key = signature["key"]
             try:
@@ -181,23 +183,30 @@ class CandidateOps:
                     )
                 else:
                     module, model = self.candidate["problem_module"], self.candidate["model"]
+                laps("instantiate")
                 inputs = self._signature_inputs(module, signature)
+                synchronize(self.device)
+                laps("draw inputs")
                 # Warm-up calls (Triton compiles and autotunes on the first): fewer for the
                 # later signatures, whose kernels are compiled already.
                 for _ in range(request.get("warmup", 2) if not plans else 1):
                     self._run(model, inputs)
+                laps("warm-up calls")
                 recorder = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
                 output = recorder.call(lambda *xs: self._run(model, list(xs)), inputs)
                 plan = recorder.plan(output)
                 entry: dict[str, Any] = {"plan": plan, "constants": recorder.constants, "elsewhere": recorder.elsewhere[:8]}
                 output = recorder = None  # the plan is taken: its outputs need not wait for the next call's
+                laps("recorded calls")
                 if request.get("gap") is not None:
                     # The same call again after a few more: a forward whose work changes
                     # from call to call shows here (the parent compares the two plans).
                     for _ in range(int(request["gap"])):
                         self._run(model, inputs)
+                    laps("gap calls")
                     again = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
                     entry["again"] = again.plan(again.call(lambda *xs: self._run(model, list(xs)), inputs))
+                    laps("recorded calls")
                 plans[key] = entry
                 if key == "default" and self.device.startswith("cuda") and request.get("capture"):
                     # Its inputs are drawn again for the capture (the same seed): kept, they
@@ -210,6 +219,7 @@ class CandidateOps:
                 output = inputs = None
                 if self.device.startswith("cuda"):
                     self.torch.cuda.empty_cache()
+                laps("release")
             except NotReplayable as exc:
                 plans[key] = {"failure": str(exc), "check": exc.check}
             except BaseException as exc:  # noqa: BLE001 - the candidate raised or crashed torch
@@ -222,7 +232,8 @@ class CandidateOps:
         # comparison of the two recordings; one that cannot be captured is left alone.
         for entry, model, draw in captures:
             entry["captured"] = self._record_captured(model, draw, request)
-        return {"ok": True, "plans": plans, "seconds": time.perf_counter() - started}
+        laps("captured recording")
+        return {"ok": True, "plans": plans, "seconds": time.perf_counter() - started, "phases": laps.phases}
 
     def _signature_inputs(self, module: Any, signature: dict[str, Any]) -> list[Any]:
         """A recorded signature's inputs, drawn from its decoy seed (the same each time)."""

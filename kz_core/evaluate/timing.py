@@ -140,7 +140,7 @@ class Timed:
         request that draws random inputs (the worker is replaced).
     :ivar disagreement: why a timed call's output differed from the first timed call's
         on the same inputs (``""`` when every checked call agreed, or nothing checked).
-    :ivar phases: host seconds of the timing's parts (:class:`_Laps`; diagnostics, never a
+    :ivar phases: host seconds of the timing's parts (:class:`Laps`; diagnostics, never a
         verdict: ``benchmarks/eval_throughput.py`` prints them per request kind).
     """
 
@@ -152,9 +152,10 @@ class Timed:
     phases: dict[str, float] = attrs.field(factory=dict)
 
 
-class _Laps:
-    """Host seconds of a timing's parts, each from the end of the part before:
-    ``laps("inputs")`` ends the part so named."""
+class Laps:
+    """Host seconds of a request's parts, each from the end of the part before:
+    ``laps("inputs")`` ends the part so named. Diagnostics for the throughput benchmark
+    (a reply's ``phases``, ``Contention.requests``), never a verdict."""
 
     def __init__(self) -> None:
         self.phases: dict[str, float] = {}
@@ -236,7 +237,7 @@ def time_forward(
         their outputs join :attr:`Timed.outputs`, for the caller to check. A forward
         faster on inputs it has seen (it memoises) shows it there.
     """
-    laps = _Laps()
+    laps = Laps()
     # The timing inputs are drawn first: a failed capture leaves torch's default CUDA
     # generator unusable in this process (the fallback must not draw again).
     input_sets = [make_inputs(seed) for seed in seeds]
@@ -569,7 +570,7 @@ def _time_graph(
     record_ops: bool,
     agree: Any,
     unseen: Sequence[int],
-    laps: _Laps,
+    laps: Laps,
 ) -> Timed:
     import torch
 
