@@ -147,10 +147,14 @@ class ExecutorOps:
                 synchronize(self.device)
                 mark = _phase(phases, "draw inputs", mark)
                 prints = fingerprint(inputs)
+                synchronize(self.device)
+                mark = _phase(phases, "fingerprint inputs", mark)
                 originals = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
+                synchronize(self.device)
+                mark = _phase(phases, "keep inputs", mark)
                 poison_free_memory(self.device, request.get("poison_mb", 0))
                 synchronize(self.device)
-                mark = _phase(phases, "keep and poison", mark)
+                mark = _phase(phases, "poison", mark)
                 provenance: dict[str, Any] = {}
                 output = replay(*inputs, provenance=provenance)
                 synchronize(self.device)

@@ -136,6 +136,7 @@ class ReferenceOps:
             open_shared_cuda_tensor,
             synchronize,
         )
+        from kz_core.evaluate.timing import Laps
         from kz_core.model import Finding, Problem
         from kz_core.serialization import to_json_dict
 
@@ -143,6 +144,7 @@ class ReferenceOps:
             return {"ok": False, "stage": "protocol", "message": "only reference workers compare outputs"}
         problem = request["problem"]
         overrides = request.get("overrides") or {}
+        laps = Laps()
         try:
             key = (problem["hash"], request["init_seed"], _json.dumps(overrides, sort_keys=True))
             if key not in self.compare_models:
@@ -150,8 +152,14 @@ class ReferenceOps:
                 self.compare_models.clear()  # one reference model at a time
                 self.compare_models[key] = (module, instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device))
             module, model = self.compare_models[key]
-            _, expected = flatten_outputs(model(*make_inputs(module, request["seed"], self.device)))
+            laps("instantiate")
+            inputs = make_inputs(module, request["seed"], self.device)
             synchronize(self.device)
+            laps("draw inputs")
+            _, expected = flatten_outputs(model(*inputs))
+            del inputs
+            synchronize(self.device)
+            laps("reference call")
         except BaseException as exc:  # noqa: BLE001
             return error_reply("reference", exc)
         actual: list[Any] = []
@@ -165,6 +173,7 @@ class ReferenceOps:
             except Exception as exc:  # noqa: BLE001 - a forged or stale description
                 findings.append(Finding("output_type", f"{request['label']}, output {index}: could not be read from the candidate's process ({exc})"))
                 actual.append(None)
+        laps("open shared outputs")
         pairs = [(want, got) for want, got in zip(expected, actual) if got is not None]
         compared, max_abs, max_rel = compare_outputs(
             Problem(problem["name"], problem["code"]),
@@ -177,7 +186,8 @@ class ReferenceOps:
             label=request["label"],
         )
         del actual, expected, pairs
-        return {"ok": True, "findings": [to_json_dict(f) for f in findings + compared], "max_abs_error": max_abs, "max_rel_error": max_rel}
+        laps("compare")
+        return {"ok": True, "findings": [to_json_dict(f) for f in findings + compared], "max_abs_error": max_abs, "max_rel_error": max_rel, "phases": laps.phases}
 
     def release_cached_memory(self) -> None:
         """Hand the GPU memory torch's allocator keeps cached back to the device, after each

@@ -227,6 +227,34 @@ def test_a_reference_worker_finds_a_calls_footprint_on_the_meta_device(tmp_path)
         zygote.close()
 
 
+def test_a_comparison_on_the_device_says_where_its_time_went(tmp_path):
+    """A comparison recomputes the reference for its seed (outputs too large to keep): its
+    reply says how long each part took, for the throughput benchmark (on the H200 the 860
+    comparisons of level 1 took 125 s with the GPU shared, with no breakdown). On a CPU no
+    output is shared, so nothing is compared; the parts before run all the same."""
+    from kz_core.evaluate.calls import call_worker, problem_payload
+    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
+    from kz_core.model import Problem
+
+    settings = SandboxSettings(scratch_root=tmp_path)
+    zygote = ZygoteProcess("cpu", settings)
+    pool = WorkerPool("cpu", "reference", 1, settings, zygote=zygote, single_use=False)
+    problem = Problem("p", ADD)
+    request = {
+        "op": "compare", "problem": problem_payload(problem), "init_seed": 1, "seed": 7, "overrides": None, "shared": [],
+        "tolerance": {}, "atol": 1e-2, "rtol": 1e-2, "label": "trial 1", "copy": True,
+    }
+    try:
+        with pool.acquire(problem.content_hash) as worker:
+            reply, failure = call_worker(worker, request, 60, "comparison")
+    finally:
+        pool.close()
+        zygote.close()
+    assert failure is None and reply["findings"] == [], (failure, reply)
+    assert set(reply["phases"]) == {"instantiate", "draw inputs", "reference call", "open shared outputs", "compare"}
+    assert all(type(seconds) is float and seconds >= 0 for seconds in reply["phases"].values())
+
+
 def test_a_candidate_that_met_a_full_gpu_is_evaluated_again_alone(tmp_path):
     """A budget is an estimate: a candidate failed by CUDA out of memory is evaluated once
     more with the whole budget (its reservations say so), and keeps that verdict."""
