@@ -27,8 +27,10 @@ class ReferenceOps:
             make_inputs,
             synchronize,
         )
+        from kz_core.evaluate.timing import Laps
 
         started = time.perf_counter()
+        laps = Laps()
         try:
             module = self.problem_module(request["problem"])
             key = (request["problem"]["hash"], request["init_seed"])
@@ -40,15 +42,21 @@ class ReferenceOps:
         except BaseException as exc:  # noqa: BLE001 - a broken problem is a reply
             return error_reply("problem", exc)
         trials = []
+        laps("instantiate")
         try:
             for seed in request["seeds"]:
                 inputs = make_inputs(module, seed, self.device)
+                synchronize(self.device)
+                laps("draw inputs")
                 prints = fingerprint(inputs)
+                laps("fingerprint inputs")
                 output = model(*inputs)
                 synchronize(self.device)
+                laps("reference calls")
                 structure, leaves = flatten_outputs(output)
                 trials.append(self._trial_record(seed, structure, leaves, inputs, prints, request))
                 inputs = output = leaves = None  # freed before the next seed's are drawn
+                laps("outputs to the host")
         except BaseException as exc:  # noqa: BLE001
             return error_reply("reference", exc)
         variant = None
@@ -72,7 +80,8 @@ class ReferenceOps:
                 continue
             variant = {"overrides": overrides, "trial": self._trial_record(request["variant_seed"], structure, leaves, inputs, prints, request)}
             break
-        return {"ok": True, "trials": trials, "variant": variant, "seconds": time.perf_counter() - started, "cuda_error": cuda_error}
+        laps("size variation")
+        return {"ok": True, "trials": trials, "variant": variant, "seconds": time.perf_counter() - started, "cuda_error": cuda_error, "phases": laps.phases}
 
     def op_footprint(self, request: dict[str, Any]) -> dict[str, Any]:
         """The bytes of one call's inputs and outputs, found on torch's ``meta`` device (no

@@ -32,7 +32,7 @@ def test_evaluate_async_runs_batches_concurrently(cpu_evaluator):
     # Where the workers' time went, request by request (benchmarks/eval_throughput.py prints it).
     requests = cpu_evaluator.contention.requests()
     assert {"candidate record", "executor prepare", "executor execute", "executor execute: replay", "executor execute: draw inputs"} <= set(requests), requests
-    assert {"candidate record: warm-up calls", "candidate record: recorded calls", "candidate record: gap calls", "executor execute: keep inputs", "executor execute: poison"} <= set(requests), requests
+    assert {"candidate record: warm-up calls", "candidate record: recorded calls", "candidate record: gap calls", "executor execute: keep inputs", "executor execute: poison", "reference reference: draw inputs", "reference reference: reference calls"} <= set(requests), requests
     assert all(r["count"] >= 1 and r["total_s"] >= r["max_s"] >= 0 for r in requests.values())
     assert requests["executor execute"]["total_s"] >= requests["executor execute: replay"]["total_s"]
     assert [r.verdict for r in second] == [Verdict.FORMAT_ERROR, Verdict.FORMAT_ERROR]
