@@ -11,8 +11,7 @@ shared ones) against other policies, to see which keeps candidates moving:
 - ``kz``: kz's lock, as used by the evaluator;
 - ``readers-first``: shared holders never wait for a waiting exclusive one;
 - ``phase-fair``: after each exclusive hold, the shared holders waiting then go first;
-- ``batched``: waiting exclusive holders block new shared ones only once two wait or the
-  oldest has waited 2 s.
+- ``batched``: waiting exclusive holders block new shared ones only once two wait.
 
 Usage: python benchmarks/gpu_lock_policies.py [--candidates 100] [--threads 9 13] [--seeds 1 2]
 It leaves out GPU memory, which the evaluator also waits for (``kz_core.evaluate.memory``):
@@ -39,18 +38,9 @@ STAGES = {"reference": (0.5, 3.0), "record": (1.0, 4.5), "build": (0.5, 1.3), "t
 
 
 class ReadersFirst(SharedExclusiveLock):
-    @contextlib.contextmanager
-    def _hold_shared(self) -> Iterator[None]:
-        with self._condition:
-            while self._exclusive:
-                self._condition.wait()
-            self._shared += 1
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._shared -= 1
-                self._condition.notify_all()
+    def _wait_shared(self) -> None:
+        while self._exclusive:
+            self._condition.wait()
 
 
 class PhaseFair(SharedExclusiveLock):
@@ -59,22 +49,13 @@ class PhaseFair(SharedExclusiveLock):
         self._phase = 0  # exclusive holds ended so far
         self._waiting_shared: collections.Counter[int] = collections.Counter()
 
-    @contextlib.contextmanager
-    def _hold_shared(self) -> Iterator[None]:
-        with self._condition:
-            if self._exclusive or self._waiting_exclusive:
-                phase = self._phase
-                self._waiting_shared[phase] += 1
-                while self._exclusive or (self._waiting_exclusive and self._phase == phase):
-                    self._condition.wait()
-                self._waiting_shared[phase] -= 1
-            self._shared += 1
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._shared -= 1
-                self._condition.notify_all()
+    def _wait_shared(self) -> None:
+        if self._exclusive or self._waiting_exclusive:
+            phase = self._phase
+            self._waiting_shared[phase] += 1
+            while self._exclusive or (self._waiting_exclusive and self._phase == phase):
+                self._condition.wait()
+            self._waiting_shared[phase] -= 1
 
     @contextlib.contextmanager
     def _hold_exclusive(self) -> Iterator[None]:
@@ -94,44 +75,11 @@ class PhaseFair(SharedExclusiveLock):
 
 
 class Batched(SharedExclusiveLock):
-    def __init__(self, waiting: int = 2, after_s: float = 2.0) -> None:
-        super().__init__()
-        self._waiting, self._after = waiting, after_s * SCALE
-        self._oldest = 0.0
+    WAITING = 2
 
-    def _blocks(self) -> bool:
-        return bool(self._waiting_exclusive) and (self._waiting_exclusive >= self._waiting or time.perf_counter() - self._oldest >= self._after)
-
-    @contextlib.contextmanager
-    def _hold_shared(self) -> Iterator[None]:
-        with self._condition:
-            while self._exclusive or self._blocks():
-                self._condition.wait(timeout=0.2 * SCALE)
-            self._shared += 1
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._shared -= 1
-                self._condition.notify_all()
-
-    @contextlib.contextmanager
-    def _hold_exclusive(self) -> Iterator[None]:
-        with self._condition:
-            if not self._waiting_exclusive:
-                self._oldest = time.perf_counter()
-            self._waiting_exclusive += 1
-            while self._exclusive or self._shared:
-                self._condition.wait()
-            self._waiting_exclusive -= 1
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._exclusive = False
-                self._oldest = time.perf_counter()
-                self._condition.notify_all()
+    def _wait_shared(self) -> None:
+        while self._exclusive or self._waiting_exclusive >= self.WAITING:
+            self._condition.wait()
 
 
 POLICIES = {"kz": SharedExclusiveLock, "readers-first": ReadersFirst, "phase-fair": PhaseFair, "batched": Batched}

@@ -40,14 +40,6 @@ def _unexpected(leaves: list[Any], expected: list[Any] | None) -> dict[int, str]
     return found
 
 
-def _phase(phases: dict[str, float], name: str, since: float) -> float:
-    """Add the seconds since ``since`` to ``phases[name]``; returns now. Diagnostics for the
-    throughput benchmark (``Contention.requests``), never a verdict."""
-    now = time.perf_counter()
-    phases[name] = phases.get(name, 0.0) + now - since
-    return now
-
-
 class ExecutorOps:
     """The executor role's requests (state lives in ``Worker``)."""
 
@@ -131,34 +123,35 @@ class ExecutorOps:
             storages_overlap,
             synchronize,
         )
+        from kz_core.evaluate.timing import Laps
 
         torch = self.torch
         records = []
         held = []
-        phases: dict[str, float] = {}
+        laps = Laps()
         started = time.perf_counter()
         try:
             for trial in request["trials"]:
                 replay = self.plans.get(trial["plan"])
                 if replay is None:
                     return {"ok": False, "stage": "protocol", "message": f"no plan {trial['plan']!r}"}
-                mark = time.perf_counter()
+                laps.restart()
                 _, inputs = self._inputs(trial, request)
                 synchronize(self.device)
-                mark = _phase(phases, "draw inputs", mark)
+                laps("draw inputs")
                 prints = fingerprint(inputs)
                 synchronize(self.device)
-                mark = _phase(phases, "fingerprint inputs", mark)
+                laps("fingerprint inputs")
                 originals = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
                 synchronize(self.device)
-                mark = _phase(phases, "keep inputs", mark)
+                laps("keep inputs")
                 poison_free_memory(self.device, request.get("poison_mb", 0))
                 synchronize(self.device)
-                mark = _phase(phases, "poison", mark)
+                laps("poison")
                 provenance: dict[str, Any] = {}
                 output = replay(*inputs, provenance=provenance)
                 synchronize(self.device)
-                mark = _phase(phases, "replay", mark)
+                laps("replay")
                 structure, leaves = flatten_outputs(output)
                 # An output in one of the plan's constants (a buffer the forward keeps and
                 # rewrites) is copied before the next trial rewrites it.
@@ -188,14 +181,14 @@ class ExecutorOps:
                 if trial.get("variant"):  # the size-variation trial (fuzz examples are not)
                     record["variant"] = trial["overrides"]
                 synchronize(self.device)
-                mark = _phase(phases, "check outputs", mark)
+                laps("check outputs")
                 if request.get("share"):
                     record["shared"] = [
                         share_cuda_tensor(x) if type(x) is torch.Tensor and x.is_cuda and x.numel() and i not in withheld else None for i, x in enumerate(leaves)
                     ]
                     record["outputs"] = [None for _ in leaves]
                     held.append(leaves)
-                    mark = _phase(phases, "share outputs", mark)
+                    laps("share outputs")
                 records.append(record)
                 del originals
         except BaseException as exc:  # noqa: BLE001 - a kernel that fails or crashes the device
@@ -206,7 +199,7 @@ class ExecutorOps:
                 reply["check"] = exc.check  # a named finding (a kernel not in the source)
             return reply
         self.held = held
-        return {"ok": True, "trials": records, "seconds": time.perf_counter() - started, "phases": phases}
+        return {"ok": True, "trials": records, "seconds": time.perf_counter() - started, "phases": laps.phases}
 
     def op_time_plan(self, request: dict[str, Any]) -> dict[str, Any]:
         """Time the default plan's replay (graph replays on a GPU) on the timing seeds."""

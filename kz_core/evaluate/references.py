@@ -126,11 +126,17 @@ class SharedExclusiveLock:
     def _timed(self, name: str, lock: contextlib.AbstractContextManager[None]) -> contextlib.AbstractContextManager[None]:
         return self._contention.hold(name, lock) if self._contention is not None else lock
 
+    def _wait_shared(self) -> None:
+        """Wait, with the condition held, until a new shared holder may go: while anyone
+        holds or waits for the lock exclusive, it may not (``benchmarks/gpu_lock_policies.py``
+        compares this policy with others)."""
+        while self._exclusive or self._waiting_exclusive:
+            self._condition.wait()
+
     @contextlib.contextmanager
     def _hold_shared(self) -> Iterator[None]:
         with self._condition:
-            while self._exclusive or self._waiting_exclusive:
-                self._condition.wait()
+            self._wait_shared()
             self._shared += 1
         try:
             yield

@@ -166,6 +166,10 @@ class Laps:
         self.phases[name] = self.phases.get(name, 0.0) + now - self._clock
         self._clock = now
 
+    def restart(self) -> None:
+        """The next part starts now: the time since the last part counts in none."""
+        self._clock = time.perf_counter()
+
 
 def summarize(times_ms: list[float], clock: str, calls_per_trial: int = 1, note: str = "") -> dict[str, Any]:
     ordered = sorted(times_ms)

@@ -7,6 +7,7 @@ H200 four workers ran the GPU out of memory (honest KernelBench candidates faile
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -205,26 +206,34 @@ def get_init_inputs():
 """
 
 
-def test_a_reference_worker_finds_a_calls_footprint_on_the_meta_device(tmp_path):
-    """What a first reference reserves: one call's bytes from shapes alone (a problem whose
-    forward reads values cannot run on the meta device: None, and a fixed share is reserved)."""
-    from kz_core.evaluate.calls import call_worker, problem_payload
+@contextlib.contextmanager
+def _reference_pool(tmp_path):
+    """A pool of one reference worker on the CPU, forked by a zygote of its own."""
     from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
-    from kz_core.model import Problem
 
     settings = SandboxSettings(scratch_root=tmp_path)
     zygote = ZygoteProcess("cpu", settings)
     pool = WorkerPool("cpu", "reference", 1, settings, zygote=zygote, single_use=False)
-    reads_values = ADD.replace("return a + b", "return a + b if bool(a.sum() > 0) else a")
     try:
+        yield pool
+    finally:
+        pool.close()
+        zygote.close()
+
+
+def test_a_reference_worker_finds_a_calls_footprint_on_the_meta_device(tmp_path):
+    """What a first reference reserves: one call's bytes from shapes alone (a problem whose
+    forward reads values cannot run on the meta device: None, and a fixed share is reserved)."""
+    from kz_core.evaluate.calls import call_worker, problem_payload
+    from kz_core.model import Problem
+
+    reads_values = ADD.replace("return a + b", "return a + b if bool(a.sum() > 0) else a")
+    with _reference_pool(tmp_path) as pool:
         for code, expected in ((ADD, 3 * 1000 * 4), (reads_values, None)):
             problem = Problem("p", code)
             with pool.acquire(problem.content_hash) as worker:
                 reply, failure = call_worker(worker, {"op": "footprint", "problem": problem_payload(problem), "init_seed": 1}, 60, "footprint")
             assert failure is None and reply["bytes"] == expected
-    finally:
-        pool.close()
-        zygote.close()
 
 
 def test_a_comparison_on_the_device_says_where_its_time_went(tmp_path):
@@ -233,23 +242,15 @@ def test_a_comparison_on_the_device_says_where_its_time_went(tmp_path):
     comparisons of level 1 took 125 s with the GPU shared, with no breakdown). On a CPU no
     output is shared, so nothing is compared; the parts before run all the same."""
     from kz_core.evaluate.calls import call_worker, problem_payload
-    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
     from kz_core.model import Problem
 
-    settings = SandboxSettings(scratch_root=tmp_path)
-    zygote = ZygoteProcess("cpu", settings)
-    pool = WorkerPool("cpu", "reference", 1, settings, zygote=zygote, single_use=False)
     problem = Problem("p", ADD)
     request = {
         "op": "compare", "problem": problem_payload(problem), "init_seed": 1, "seed": 7, "overrides": None, "shared": [],
         "tolerance": {}, "atol": 1e-2, "rtol": 1e-2, "label": "trial 1", "copy": True,
     }
-    try:
-        with pool.acquire(problem.content_hash) as worker:
-            reply, failure = call_worker(worker, request, 60, "comparison")
-    finally:
-        pool.close()
-        zygote.close()
+    with _reference_pool(tmp_path) as pool, pool.acquire(problem.content_hash) as worker:
+        reply, failure = call_worker(worker, request, 60, "comparison")
     assert failure is None and reply["findings"] == [], (failure, reply)
     assert set(reply["phases"]) == {"instantiate", "draw inputs", "reference call", "open shared outputs", "compare"}
     assert all(type(seconds) is float and seconds >= 0 for seconds in reply["phases"].values())
