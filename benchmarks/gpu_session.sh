@@ -166,6 +166,7 @@ for what in "$@"; do
       for path in ${KZ_TESTS_PATHS:-tests/evaluate/test_gpu.py tests/evaluate/test_honest.py tests/evaluate/test_hostile_problems.py tests/evaluate/test_memory.py tests/evaluate/test_cheats.py plugins}; do
         stage "tests_$(basename "$path" .py)" timeout "${KZ_TESTS_S:-300}" $PY -m pytest -m gpu "$path" -v -rfEs --tb=short -p no:cacheprovider ${KZ_TESTS_K:+-k "$KZ_TESTS_K"}
       done ;;
+    first-use) stage first_use timeout "${KZ_FIRST_USE_S:-120}" $PY benchmarks/first_use_costs.py --repeat "${KZ_FIRST_USE_REPEAT:-2}" ;;
     spread) stage timing_spread timeout "${KZ_SPREAD_S:-240}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --methods "${KZ_SPREAD_METHODS:-graph,events}" --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
     bench-eval)
       stage eval_throughput timeout "${KZ_EVAL_S:-150}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl --level 1 --limit "${KZ_EVAL_LIMIT:-40}" --device cuda --workers 4 --out "$OUT/eval_throughput.json"
