@@ -144,6 +144,10 @@ class EvalConfig:
     # worker lets candidates of different problems go on at once; 0: twice `workers` on a
     # GPU (a problem's worker is kept while a candidate of it is in flight), as many on a CPU.
     reference_workers: int = 0
+    # Reference workers started ahead of new problems (each new problem takes one; the
+    # pool starts another in the background). On the H200, level 1 brought a new problem
+    # every 3 s and a start took about 4 s: with one, candidates waited for starts.
+    reference_spares: int = 2
     # Correctness trials per candidate, each with fresh inputs from a secret seed.
     trials: int = 5
     # Tolerance table by output dtype: `default` (fp64 1e-6, fp32 1e-4, fp16 5e-3,
@@ -641,6 +645,7 @@ RULES: dict[str, dict[str, Any]] = {
         "workers": _at_least(0),
         "in_flight": _at_least(0),
         "reference_workers": _at_least(0),
+        "reference_spares": _at_least(1),
         "engine": _one_of("local", "ray"),
         "ray_actors": _at_least(0),
         "reservation_footprints": _positive,

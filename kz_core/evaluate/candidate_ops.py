@@ -247,8 +247,8 @@ class CandidateOps:
         from kz_core.evaluate.recording import NotReplayable, Recorder
 
         torch = self.torch
-        graph = torch.cuda.CUDAGraph()
         try:
+            graph = torch.cuda.CUDAGraph()
             inputs = draw()
             recorder = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
             side = torch.cuda.Stream()

@@ -68,6 +68,7 @@ _KEY_EXCLUDED = {
     "workers",
     "in_flight",
     "reference_workers",
+    "reference_spares",
     "cache",
     "scratch_dir",
     "reference_cache_mb",
@@ -281,7 +282,9 @@ class Evaluator:
         # problem's worker (on the H200, level 1: 71 reference worker starts for 72
         # candidates with 16, 161 for 71 with 8; 15.3 against 15.0 candidates/min).
         reference_count = self.config.reference_workers or (workers if self.device == "cpu" else 2 * workers)
-        reference_pool = WorkerPool(self.device, "reference", reference_count, reference_settings, zygote=self._zygote, single_use=False)
+        reference_pool = WorkerPool(
+            self.device, "reference", reference_count, reference_settings, zygote=self._zygote, single_use=False, spares=int(self.config.reference_spares)
+        )
         for pool in (self._candidate_pool, self._executor_pool, reference_pool):
             pool.contention = self.contention
         self.references = ReferenceService(

@@ -618,6 +618,7 @@ class WorkerPool:
         recycle_after: int = 0,
         zygote: ZygoteProcess | None = None,
         single_use: bool | None = None,
+        spares: int = 1,
     ):
         self.device = device
         self.role = role
@@ -641,6 +642,10 @@ class WorkerPool:
         #: Keys whose workers are needed again soon (a candidate of that problem is in
         #: flight): their idle workers are ended to make room only when no other is idle.
         self._pins: collections.Counter[str] = collections.Counter()
+        #: Unbound workers a keyed pool keeps started ahead of new keys (:meth:`_spare`),
+        #: and how many of them are starting now.
+        self.spares = max(1, spares)
+        self._spares_starting = 0
 
     @contextlib.contextmanager
     def pinned(self, key: str) -> Iterator[None]:
@@ -779,29 +784,38 @@ class WorkerPool:
         return None
 
     def _spare(self) -> None:
-        """A keyed pool just bound its last unbound worker: start an unbound one in the
-        background, in a free slot or in place of the least recently used idle worker, so
-        that a new key does not wait for a worker to start (a GPU worker's start creates a
-        CUDA context)."""
+        """A keyed pool just bound an unbound worker: start unbound ones in the background
+        until ``spares`` are idle or starting, each in a free slot or in place of the least
+        recently used idle worker, so that a new key does not wait for a worker to start (a
+        GPU worker's start creates a CUDA context and loads the checks' kernels: about 4 s
+        on a busy H200, while a new problem came every 3 s)."""
+        for _ in range(self.spares):
+            if not self._one_spare():
+                return
+
+    def _one_spare(self) -> bool:
+        """Start one spare if fewer than ``spares`` are idle or starting; whether it did."""
         with self._lock, self._idle.mutex:
             idle = list(self._idle.queue)  # last in, first out: the first is the oldest
-            if self._closed or any(w.binding is None for w in idle):
-                return
+            if self._closed or sum(w.binding is None for w in idle) + self._spares_starting >= self.spares:
+                return False
             evicted = None
             if self._live >= self.size:
                 # Only an idle worker that no candidate in flight needs makes room for a
                 # spare: a spare is worth less than a worker that would be started again.
-                unpinned = [w for w in idle if w.binding not in self._pins]
+                unpinned = [w for w in idle if w.binding not in self._pins and w.binding is not None]
                 if not unpinned:
-                    return
+                    return False
                 evicted = unpinned[0]
                 self._idle.queue.remove(evicted)
             else:
                 self._live += 1
+            self._spares_starting += 1
         if evicted is not None:
             evicted.shutdown()
         with self._lock:
             self._start_in_background("spare")
+        return True
 
     def _replace(self) -> None:
         """A worker left the pool: start its replacement in the background."""
@@ -817,13 +831,17 @@ class WorkerPool:
         starts one itself."""
 
         def start() -> None:
+            worker = None
             try:
                 worker = self._start()
             except BaseException as exc:  # noqa: BLE001 - the next acquire starts one again
                 if not self._closed:
                     logger.warning("could not start a {} {} worker on {}: {}", purpose, self.role, self.device, exc)
-                return
-            self._idle.put(worker)
+            if worker is not None:
+                self._idle.put(worker)
+            if purpose == "spare":  # counted as starting until it is idle: never in neither place
+                with self._lock:
+                    self._spares_starting -= 1
 
         thread = threading.Thread(target=start, daemon=True)
         self._starting = [t for t in self._starting if t.is_alive()] + [thread]

@@ -263,7 +263,10 @@ def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[st
         if on_gpu:
             with contextlib.suppress(Exception):
                 worker.torch.cuda.reset_peak_memory_stats()
-        reply = handler(request) if handler else {"ok": False, "stage": "protocol", "message": f"unknown op {op!r}"}
+        try:
+            reply = handler(request) if handler else {"ok": False, "stage": "protocol", "message": f"unknown op {op!r}"}
+        except Exception as exc:  # noqa: BLE001 - raised outside the op's own handling (a process the candidate broke): this request's error
+            reply = error_reply("run", exc)
         if on_gpu and isinstance(reply, dict):
             # What this request held on the GPU at most (diagnostics: the memory budget's
             # multiple, kz_core/evaluate/memory.py); a dead CUDA context reports nothing.

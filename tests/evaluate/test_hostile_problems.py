@@ -168,6 +168,40 @@ def test_a_keyed_pool_starts_the_next_problems_worker_ahead(tmp_path):
         zygote.close()
 
 
+def test_a_keyed_pool_keeps_as_many_spares_as_asked(tmp_path):
+    """Written against the version before, which kept one spare: on the H200 a new problem
+    came every 3 s and a reference worker took 4 s to start, so candidates waited for
+    starts. With ``spares=2`` two unbound workers are idle or starting after each new key,
+    never more, and each new key takes one of them."""
+    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
+
+    def unbound(count: int) -> list[int]:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = [w.worker_pid for w in list(pool._idle.queue) if w.binding is None]
+            if len(found) >= count and not pool._spares_starting:
+                return found
+            time.sleep(0.05)
+        raise AssertionError(f"fewer than {count} spare workers were started")
+
+    settings = SandboxSettings(scratch_root=tmp_path)
+    zygote = ZygoteProcess("cpu", settings)
+    pool = WorkerPool("cpu", "reference", 5, settings, zygote=zygote, single_use=False, spares=2)
+    try:
+        with pool.acquire("a"):
+            pass
+        ready = unbound(2)
+        assert len(ready) == 2
+        with pool.acquire("b") as worker:
+            assert worker.worker_pid in ready
+        again = unbound(2)
+        assert len(again) == 2 and len(set(again) - set(ready)) == 1
+        assert pool._live == 4  # a, b and two spares: the fifth slot is left free
+    finally:
+        pool.close()
+        zygote.close()
+
+
 def test_a_pinned_problems_worker_is_the_last_to_make_room(tmp_path):
     """While a candidate of a problem is in flight its reference worker is pinned: a new
     key ends another idle worker first, and no spare is started in its place."""
