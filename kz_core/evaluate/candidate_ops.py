@@ -23,6 +23,24 @@ from kz_core.evaluate.execution import error_reply, set_cpu_budget
 from kz_core.plugins import backend_hook
 
 
+def gap_calls(call: Any, count: int, budget_s: float = 0.0) -> int:
+    """``call()`` up to ``count`` times, and no more once ``budget_s`` (0: none) have
+    passed since the first: the calls between a recording and the next. How many it made.
+
+    The number is secret and random, so that a forward cannot know which call is recorded
+    again; the budget keeps a slow problem's from taking seconds of the GPU (on an H200,
+    level 1's gap calls took 78 s of its recordings, up to 11 s for one candidate, all
+    with the GPU shared: a problem of 0.4 s a call made up to 31 of them)."""
+    started = time.perf_counter()
+    made = 0
+    for _ in range(count):
+        if budget_s and made and time.perf_counter() - started >= budget_s:
+            break
+        call()
+        made += 1
+    return made
+
+
 class CandidateOps:
     """The candidate role's requests (state lives in ``Worker``)."""
 
@@ -201,8 +219,7 @@ class CandidateOps:
                 if request.get("gap") is not None:
                     # The same call again after a few more: a forward whose work changes
                     # from call to call shows here (the parent compares the two plans).
-                    for _ in range(int(request["gap"])):
-                        self._run(model, inputs)
+                    gap_calls(lambda: self._run(model, inputs), int(request["gap"]), float(request.get("gap_s") or 0.0))
                     laps("gap calls")
                     again = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
                     entry["again"] = again.plan(again.call(lambda *xs: self._run(model, list(xs)), inputs))

@@ -82,6 +82,9 @@ _KEY_EXCLUDED = {
     "ray_address",
     "ray_actors",
 }
+#: Seconds a recording's gap calls (the secret number of calls between its two recorded
+#: ones) may take at most (``candidate_ops.gap_calls``).
+RECORD_GAP_S = 0.1
 #: Verdicts after which a candidate worker is replaced rather than reused.
 _RETIRE_AFTER = {Verdict.REJECTED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}
 
@@ -923,6 +926,7 @@ class Evaluator:
             # cannot know which calls are recorded (fewer on a CPU, where calls are slow
             # and nothing is timed for speed).
             "gap": secrets.randbelow(4 if self.device == "cpu" else 32),
+            "gap_s": RECORD_GAP_S,
             "capture": self.config.timing_method == "graph",
             "max_constant_bytes": int(self.config.plan_constant_mb) << 20,
         }

@@ -92,3 +92,26 @@ def test_an_address_freed_during_the_call_names_the_tensor_that_has_it_now():
     assert alias["op"] == ["aten", "as_strided", "default"]
     assert alias["args"][0] == recorder.steps[-2]["out"], "the view was taken for the freed tensor's"
     assert ref == alias["out"]
+
+
+def test_a_recordings_gap_calls_stop_at_their_budget():
+    """Written against the version before, which made every one of the secret number of
+    calls between a recording and the next (up to 31: 11 s of the GPU for one level-1
+    candidate on the H200). With a budget, no call starts once it has passed (each call
+    here takes at least 20 ms, so at most three fit 50 ms, however loaded the machine);
+    without one, all are made."""
+    import time as clock
+
+    from kz_core.evaluate.candidate_ops import gap_calls
+
+    calls = []
+
+    def slow() -> None:
+        calls.append(1)
+        clock.sleep(0.02)
+
+    made = gap_calls(slow, 31, 0.05)
+    assert 1 <= made <= 3 and made == len(calls)
+    calls.clear()
+    assert gap_calls(slow, 5, 0.0) == 5 == len(calls)
+    assert gap_calls(slow, 0, 0.05) == 0

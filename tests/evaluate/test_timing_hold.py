@@ -79,3 +79,4 @@ def test_baselines_are_timed_in_the_candidates_exclusive_hold(monkeypatch, examp
     assert fields["speedups"] == {"eager": 2.0, "compile": 2.0}
     # The baselines' seconds are counted as baseline time, not as the candidate's timing.
     assert fields["timing_s"] >= 0 and fields["baseline_s"] >= 0
+
