@@ -90,7 +90,7 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             from kz_core.evaluate.execution import count_stream_creation
 
             count_stream_creation()
-            if self.role == "reference":
+            if self.role in ("reference", "executor"):
                 self.warm_up_checks()
         from kz_core.evaluate.execution import global_flags, set_tf32
 
@@ -105,11 +105,12 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
 
     def warm_up_checks(self) -> None:
         """Load the checks' Triton kernels (``kz_core.evaluate.device_checks``) while this
-        worker starts, with nothing of the GPU held. A reference worker serves one problem
-        and is then ended, so every one loaded them again in its first request: on an H200,
-        KernelBench level 1 spent 83 s of its references' 140 s in "fingerprint inputs"
-        (0.83 s a problem, against 0.03 s for an executor's, whose kernels were loaded at
-        prepare), and part of its comparisons' 65 s, all with the GPU shared."""
+        worker starts (pools start workers ahead of need), with nothing of the GPU held. A
+        reference worker serves one problem and an executor one candidate, so every one
+        loaded them again (0.6 s on an H200 from a warm cache): a reference worker in its
+        first request, with the GPU shared (level 1 spent 83 s of its references' 140 s in
+        "fingerprint inputs"), an executor in its prepare. An executor starts before it is
+        sealed, so a cold cache it fills is the shared one, as at prepare."""
         from kz_core.evaluate.correctness import kernel_checks
 
         device_checks = kernel_checks()
