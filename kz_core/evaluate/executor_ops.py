@@ -13,12 +13,10 @@ Mixed into ``kz_core.evaluate.worker.Worker``.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 from typing import Any
 
-from kz_core.evaluate.correctness import kernel_checks
 from kz_core.evaluate.execution import error_reply
 from kz_core.plugins import backend_hook
 
@@ -76,10 +74,7 @@ class ExecutorOps:
         if self.device.startswith("cuda"):
             for replay in self.plans.values():
                 replay.precompile(kernels.precompile)
-            device_checks = kernel_checks()
-            if device_checks is not None:
-                with contextlib.suppress(Exception):  # the checks fall back to torch operations
-                    device_checks.warm_up(self.device)
+        # The checks' kernels were loaded when this executor started (Worker.warm_up_checks).
         # Last: the problem's code may be model-written, and loading it seals the shared
         # kernel caches (Worker.seal_shared_caches) that the builds above wrote.
         try:

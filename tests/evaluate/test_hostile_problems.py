@@ -130,21 +130,24 @@ def test_a_reference_worker_serves_one_problem(tmp_path):
         zygote.close()
 
 
+def _spares(pool, count: int = 1) -> list[int]:
+    """The pids of ``pool``'s idle unbound workers once at least ``count`` are started and
+    none is still starting."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = [w.worker_pid for w in list(pool._idle.queue) if w.binding is None]
+        if len(found) >= count and not pool._spares_starting:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} spare workers were started")
+
+
 def test_a_keyed_pool_starts_the_next_problems_worker_ahead(tmp_path):
     """Binding the last unbound worker starts another in the background (in place of the
     least recently used idle one when the pool is full), so that a new problem does not
     wait for a worker, and its CUDA context, to start; the starts are recorded."""
     from kz_core.evaluate.contention import Contention
     from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
-
-    def spares() -> list[int]:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            found = [w.worker_pid for w in list(pool._idle.queue) if w.binding is None]
-            if found:
-                return found
-            time.sleep(0.05)
-        raise AssertionError("no spare worker was started")
 
     settings = SandboxSettings(scratch_root=tmp_path)
     zygote = ZygoteProcess("cpu", settings)
@@ -153,10 +156,10 @@ def test_a_keyed_pool_starts_the_next_problems_worker_ahead(tmp_path):
     try:
         with pool.acquire("a") as worker:
             first = worker.worker_pid
-        ready = spares()
+        ready = _spares(pool)
         with pool.acquire("b") as worker:
             assert worker.worker_pid in ready  # the spare, started ahead
-        ready = spares()  # the pool was full: "a"'s idle worker made room for it
+        ready = _spares(pool)  # the pool was full: "a"'s idle worker made room for it
         assert first not in ready
         with pool.acquire("c") as worker:
             assert worker.worker_pid in ready
@@ -175,26 +178,17 @@ def test_a_keyed_pool_keeps_as_many_spares_as_asked(tmp_path):
     never more, and each new key takes one of them."""
     from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
 
-    def unbound(count: int) -> list[int]:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            found = [w.worker_pid for w in list(pool._idle.queue) if w.binding is None]
-            if len(found) >= count and not pool._spares_starting:
-                return found
-            time.sleep(0.05)
-        raise AssertionError(f"fewer than {count} spare workers were started")
-
     settings = SandboxSettings(scratch_root=tmp_path)
     zygote = ZygoteProcess("cpu", settings)
     pool = WorkerPool("cpu", "reference", 5, settings, zygote=zygote, single_use=False, spares=2)
     try:
         with pool.acquire("a"):
             pass
-        ready = unbound(2)
+        ready = _spares(pool, 2)
         assert len(ready) == 2
         with pool.acquire("b") as worker:
             assert worker.worker_pid in ready
-        again = unbound(2)
+        again = _spares(pool, 2)
         assert len(again) == 2 and len(set(again) - set(ready)) == 1
         assert pool._live == 4  # a, b and two spares: the fifth slot is left free
     finally:
