@@ -97,6 +97,115 @@ def test_with_overtakes_requests_that_fit_pass_a_waiting_one_a_bounded_number_of
     assert budget.used == 100
 
 
+def test_a_reservation_taken_at_once_fits_now_or_is_refused_and_passes_a_waiting_one_boundedly():
+    budget = MemoryBudget(100)
+    held = budget.try_reserve(60, passes=2)
+    assert held is not None
+    with held as nbytes:
+        assert nbytes == 60 and budget.used == 60
+        assert budget.try_reserve(50, passes=2) is None  # does not fit now: refused, not waited for
+        assert budget.used == 60
+    assert budget.used == 0
+    first = budget.reserve(60)
+    first.__enter__()
+    kept: list = []
+    large = threading.Thread(target=lambda: (kept.append(budget.reserve(90)), kept[0].__enter__()))
+    large.start()
+    _eventually(lambda: len(budget._queue) == 1)
+    for _ in range(2):  # fits beside the first; passes the waiting large one
+        granted = budget.try_reserve(10, passes=2)
+        assert granted is not None
+        with granted:
+            pass
+    assert budget.try_reserve(10, passes=2) is None  # the large one was passed twice already
+    first.__exit__(None, None, None)
+    large.join(30)
+    assert budget.used == 90
+    kept[0].__exit__(None, None, None)
+    with MemoryBudget(0).try_reserve(1 << 40, passes=0) as nbytes:  # no budget: granted
+        assert nbytes == 0
+
+
+def _large_evaluator(tmp_path):
+    from kz_core.config import EvalConfig
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Problem
+
+    config = EvalConfig(device="cpu", workers=1, scratch_dir=str(tmp_path))
+    return Evaluator([Problem("p", "x = 1")], config)
+
+
+def test_a_candidate_waiting_for_its_timing_turn_holds_no_gpu_memory(tmp_path):
+    """Written against the version before, where a verified candidate's reservation was
+    held from its trials on, through its wait for the exclusive GPU lock (on the H200,
+    3.2 s a candidate of two call footprints idle). Now the timing's reservation is
+    taken once the GPU is held exclusive, and kept until the executor is gone."""
+    from kz_core.evaluate.evaluator import _TimingMemory
+    from kz_core.evaluate.references import ReferenceRecord
+
+    with _large_evaluator(tmp_path) as evaluator:
+        large = ReferenceRecord(trials={1: {"input_bytes": 2 << 30, "output_meta": []}})
+        evaluator.device, evaluator._memory = "cuda:0", MemoryBudget(100 << 30)  # as on a GPU, without one
+        try:
+            budget, inside, leave = evaluator._memory, threading.Event(), threading.Event()
+            used_inside: list[int] = []
+
+            def timing() -> None:
+                with contextlib.ExitStack() as stack:
+                    memory = _TimingMemory(stack)
+                    with evaluator._exclusive_turn(large, memory):
+                        used_inside.append(budget.used)
+                        inside.set()
+                    with evaluator._exclusive_turn(large, memory):  # a second timing (events): no second reservation
+                        used_inside.append(budget.used)
+                    leave.wait(30)
+                    used_inside.append(budget.used)  # kept after the turn, until the stack closes
+
+            with evaluator._gpu.shared():  # another candidate's trials
+                thread = threading.Thread(target=timing)
+                thread.start()
+                _eventually(lambda: evaluator._gpu._waiting_exclusive == 1)
+                assert budget.used == 0  # waiting for the GPU, it holds no memory
+            inside.wait(30)
+            leave.set()
+            thread.join(30)
+            footprints = int(evaluator.config.reservation_footprints * large.footprint_bytes)
+            assert used_inside == [footprints] * 3 and budget.used == 0
+        finally:
+            evaluator.device = "cpu"
+
+
+def test_a_timing_turn_whose_memory_does_not_fit_gives_the_gpu_up_while_it_waits(tmp_path):
+    """Memory never waited for with the GPU held: others' reservations are given back only
+    once they get the GPU lock (a deadlock otherwise)."""
+    from kz_core.evaluate.evaluator import _TimingMemory
+    from kz_core.evaluate.references import ReferenceRecord
+
+    with _large_evaluator(tmp_path) as evaluator:
+        large = ReferenceRecord(trials={1: {"input_bytes": 2 << 30, "output_meta": []}})
+        evaluator.device, evaluator._memory = "cuda:0", MemoryBudget(10 << 30)
+        try:
+            budget, order = evaluator._memory, []
+            other = budget.reserve(8 << 30)
+            other.__enter__()  # another candidate's trials, waiting for the GPU lock
+
+            def timing() -> None:
+                with contextlib.ExitStack() as stack, evaluator._exclusive_turn(large, _TimingMemory(stack)):
+                    order.append(("timed", budget.used))
+
+            thread = threading.Thread(target=timing)
+            thread.start()
+            _eventually(lambda: len(budget._queue) == 1)  # it waits for memory, not holding the GPU
+            with evaluator._gpu.shared():
+                order.append(("other's trials", budget.used))
+            other.__exit__(None, None, None)
+            thread.join(30)
+            assert order == [("other's trials", 8 << 30), ("timed", int(evaluator.config.reservation_footprints * large.footprint_bytes))]
+            assert budget.used == 0
+        finally:
+            evaluator.device = "cpu"
+
+
 def test_the_evaluator_reserves_the_configured_footprints_for_a_large_problem(tmp_path):
     from kz_core.config import EvalConfig
     from kz_core.evaluate import Evaluator
