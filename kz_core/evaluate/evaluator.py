@@ -87,18 +87,6 @@ _KEY_EXCLUDED = {
 RECORD_GAP_S = 0.1
 #: Verdicts after which a candidate worker is replaced rather than reused.
 _RETIRE_AFTER = {Verdict.REJECTED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}
-#: How many times a timing's reservation, taken at once with the GPU held exclusive, may
-#: pass each reservation waiting before it (``Evaluator._exclusive_turn``).
-TIMING_PASSES = 4
-
-
-class _TimingMemory:
-    """A verified candidate's GPU memory reservation for its fuzzing and timing: entered
-    on ``stack`` once (``held``), given back when the stack closes (its executor gone)."""
-
-    def __init__(self, stack: contextlib.ExitStack) -> None:
-        self.stack = stack
-        self.held = False
 
 
 
@@ -442,49 +430,13 @@ class Evaluator:
         """The memory a candidate of this problem reserves while it is on the GPU: none
         below ``eval.large_problem_mb`` per call (and on a CPU); all of it when the
         candidate runs again after the GPU ran out of memory."""
-        nbytes = self._reservation_bytes(reference)
-        return self.memory_budget().reserve(nbytes) if nbytes else contextlib.nullcontext(0)
-
-    def _reservation_bytes(self, reference: ReferenceRecord) -> int:
         if self.device == "cpu":
-            return 0
+            return contextlib.nullcontext(0)
         if self._running_alone():
-            return self.memory_budget().capacity
+            return self.memory_budget().reserve(self.memory_budget().capacity)
         if reference.footprint_bytes <= self.config.large_problem_mb << 20:
-            return 0
-        return int(self.config.reservation_footprints * reference.footprint_bytes)
-
-    @contextlib.contextmanager
-    def _exclusive_turn(self, reference: ReferenceRecord, memory: _TimingMemory | None) -> Iterator[None]:
-        """The GPU held exclusive for a timing; for a verified candidate (``memory``), also
-        its GPU memory reservation, kept in ``memory`` until its executor is gone.
-
-        A candidate waiting for its turn to be timed holds no memory: the reservation is
-        taken once the GPU is held exclusive, if it fits then (passing each waiting
-        reservation at most ``TIMING_PASSES`` times); else the exclusive hold is given up,
-        and the reservation then the GPU lock are waited for in the lock order. Before
-        (twenty-first session, on the H200), the reservation was held from the trials on,
-        through the exclusive waits: 3.2 s a candidate with two call footprints of memory
-        idle, while the level's candidates waited 790 s for GPU memory.
-        """
-        nbytes = self._reservation_bytes(reference) if memory is not None and not memory.held else 0
-        if not nbytes:
-            with self._gpu.exclusive():
-                yield
-            return
-        assert memory is not None
-        budget = self.memory_budget()
-        with contextlib.ExitStack() as turn:
-            turn.enter_context(self._gpu.exclusive())
-            granted = budget.try_reserve(nbytes, passes=TIMING_PASSES)
-            if granted is None:
-                turn.close()  # never wait for memory while holding the GPU
-                memory.stack.enter_context(budget.reserve(nbytes))
-                turn.enter_context(self._gpu.exclusive())
-            else:
-                memory.stack.enter_context(granted)
-            memory.held = True
-            yield
+            return contextlib.nullcontext(0)
+        return self.memory_budget().reserve(int(self.config.reservation_footprints * reference.footprint_bytes))
 
     @property
     def workers(self) -> int:
@@ -930,7 +882,12 @@ class Evaluator:
             if failure is not None or reply is None:
                 executor.kill()
                 return self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
-            return self._replay_verified(executor, candidate, problem, reference, findings, timings, started, environment)
+            # A problem whose inputs and outputs are large reserves GPU memory again, from
+            # its trials to its timing (the executor built its kernels without it).
+            turn_started = time.perf_counter()
+            with self._reservation(reference):
+                timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
+                return self._replay_verified(executor, candidate, problem, reference, findings, timings, started, environment)
 
     def _replay_verified(
         self,
@@ -943,22 +900,11 @@ class Evaluator:
         started: float,
         environment: Environment,
     ) -> EvalResult:
-        """The executor's part: replay the plans on the trials, judge, fuzz and time.
-
-        A problem whose inputs and outputs are large reserves GPU memory again for its
-        trials (the executor built its kernels without it), gives it back once they are
-        done (the executor's cached blocks with it), and reserves it again for its timing
-        once the GPU is its own (``_exclusive_turn``).
-        """
-        turn_started = time.perf_counter()
-        with self._reservation(reference) as reserved:
-            timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
-            with self._gpu.shared():
-                trials_started = time.perf_counter()
-                reply, failure = self._execute(executor, problem, reference)
-                timings = attrs.evolve(timings, correctness_s=time.perf_counter() - trials_started)
-            if reserved and failure is None and reply is not None:
-                _, failure = call_worker(executor, {"op": "release_held", "give_back": True}, 60, "release")
+        """The executor's part: replay the plans on the trials, judge, fuzz and time."""
+        with self._gpu.shared():
+            trials_started = time.perf_counter()
+            reply, failure = self._execute(executor, problem, reference)
+            timings = attrs.evolve(timings, correctness_s=time.perf_counter() - trials_started)
         if failure is not None or reply is None:
             executor.kill()
             return self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
@@ -1066,18 +1012,13 @@ class Evaluator:
             executor.kill()
             return self._finish(candidate, problem, findings + [Finding("runtime_error", f"the executor's reply is malformed: {exc}")], started, timings=timings, environment=environment)
         fields = self._judge(problem, reference, reply, findings, timings, environment)
-        # The reservation of the fuzzing and the timing, given back once the executor is gone.
-        with contextlib.ExitStack() as stack:
-            memory = _TimingMemory(stack)
-            if decide_verdict(findings) is Verdict.CORRECT and self.config.fuzz > 0:
-                stack.enter_context(self._reservation(reference))
-                memory.held = True
-                findings += self._fuzz(problem, candidate, executor=executor)
-            if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
-                fields.update(self._time(executor, problem, reference, findings, verified=True, memory=memory))
-                fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None), baseline_s=fields.pop("baseline_s", None))
-                fields.pop("retire", None)
-            executor.kill()
+        if decide_verdict(findings) is Verdict.CORRECT and self.config.fuzz > 0:
+            findings += self._fuzz(problem, candidate, executor=executor)
+        if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
+            fields.update(self._time(executor, problem, reference, findings, verified=True))
+            fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None), baseline_s=fields.pop("baseline_s", None))
+            fields.pop("retire", None)
+        executor.kill()
         return self._finish(candidate, problem, findings, started, **fields)
 
     def _run_loaded(
@@ -1196,9 +1137,7 @@ class Evaluator:
         worker.kill()
         return result
 
-    def _time(
-        self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, findings: list[Finding], verified: bool = False, memory: _TimingMemory | None = None
-    ) -> dict[str, Any]:
+    def _time(self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord, findings: list[Finding], verified: bool = False) -> dict[str, Any]:
         """Time the candidate and its baselines with the same clock.
 
         The baselines are timed in the candidate's exclusive hold of the GPU, right after
@@ -1243,7 +1182,7 @@ class Evaluator:
 
         fields = spent
         then = with_baselines if self.device != "cpu" else None
-        reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified, then=then, memory=memory)
+        reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified, then=then)
         spent["retire"] = bool(reply and reply.get("retire"))
         if failure is not None or reply is None:
             findings.append(failure)  # type: ignore[arg-type]
@@ -1258,7 +1197,7 @@ class Evaluator:
         baselines = baselines_for(settings)
         if runtime.clock == GRAPH_CLOCK and any(stats.clock != GRAPH_CLOCK for stats in baselines.values()):
             # A baseline could not be captured: time the candidate like it, with events.
-            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, events, findings, verified, then=with_baselines, memory=memory)
+            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, events, findings, verified, then=with_baselines)
             spent["retire"] = spent["retire"] or bool(reply and reply.get("retire"))
             if failure is not None or reply is None:
                 findings.append(failure)  # type: ignore[arg-type]
@@ -1288,7 +1227,6 @@ class Evaluator:
         findings: list[Finding],
         verified: bool = False,
         then: Callable[[dict[str, Any]], None] | None = None,
-        memory: _TimingMemory | None = None,
     ) -> tuple[dict[str, Any] | None, Finding | None]:
         """One timing request: ``(reply, failure)``. Timed calls whose outputs differ from
         the reference's are the failure (``state_drift``), and so, under strict guards, are
@@ -1298,7 +1236,6 @@ class Evaluator:
 
         :param then: called with the reply (not yet validated) while the GPU is still held
             exclusive, when the request got one.
-        :param memory: a verified candidate's timing reservation (``_exclusive_turn``).
         """
         request = {
             "op": "time_plan" if verified else "time",
@@ -1314,7 +1251,7 @@ class Evaluator:
             # that memoises what it computed for the repeated timing inputs shows it there.
             "unseen": list(self.seeds.unseen) if self.device != "cpu" else [],
         }
-        with self._exclusive_turn(reference, memory):
+        with self._gpu.exclusive():
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "timing")
             if then is not None and failure is None and reply is not None:
                 then(reply)

@@ -220,11 +220,5 @@ class ExecutorOps:
         }
 
     def op_release_held(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Drop the outputs kept for the trusted side; with ``give_back``, return the
-        allocator's cached blocks to the driver as well (the evaluator is about to give
-        back this candidate's GPU memory reservation until its timing)."""
         self.held = []
-        if request.get("give_back") and self.device.startswith("cuda"):
-            self.torch.cuda.synchronize(self.device)
-            self.torch.cuda.empty_cache()
         return {"ok": True}

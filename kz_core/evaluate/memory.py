@@ -86,29 +86,6 @@ class MemoryBudget:
             del self._queue[position]
             self._used += wanted
             self._condition.notify_all()  # the next in line may fit as well
-        with self._held(wanted, asked):
-            yield wanted
-
-    def try_reserve(self, nbytes: int, passes: int) -> contextlib.AbstractContextManager[int] | None:
-        """``nbytes`` now, without waiting: a context manager holding them (capped at the
-        capacity), or None when they do not fit now or some waiting request has already
-        been passed ``passes`` times (each waiting request is passed once more when this
-        one is granted, so a request that waits is delayed a bounded number of times)."""
-        if self.capacity <= 0 or nbytes <= 0:
-            return contextlib.nullcontext(0)
-        wanted = min(int(nbytes), self.capacity)
-        asked = time.perf_counter()
-        with self._condition:
-            if self._used + wanted > self.capacity or any(times >= passes for _, times in self._queue):
-                return None
-            for waiting in self._queue:
-                waiting[1] += 1
-            self._used += wanted
-        return self._held(wanted, asked)
-
-    @contextlib.contextmanager
-    def _held(self, wanted: int, asked: float) -> Iterator[int]:
-        """Bytes already counted as used, given back when the block ends."""
         got = time.perf_counter()
         try:
             yield wanted
