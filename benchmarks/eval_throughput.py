@@ -86,6 +86,7 @@ def main() -> None:
         evaluator.warm_up()
         for number in range(args.passes):
             started = time.perf_counter()
+            reserved = evaluator.memory_budget().byte_seconds
             done: list = []
 
             def report(result, number=number, started=started, done=done):
@@ -114,9 +115,16 @@ def main() -> None:
                     save({**_summary(number, list(done), time.perf_counter() - started, evaluator), "cut": True})
 
             results = evaluator.evaluate(candidates, progress=report)
-            passes.append(_summary(number, results, time.perf_counter() - started, evaluator))
+            passes.append({**_summary(number, results, time.perf_counter() - started, evaluator), "memory": _memory(evaluator, reserved)})
             evaluator.contention.reset()
             print(passes[-1], flush=True)
+            if passes[-1]["memory"]:
+                memory = passes[-1]["memory"]
+                print(
+                    f"GPU memory reservations: {memory['reserved_gb_s']} GB*s of a {memory['capacity_gb']} GB budget: "
+                    f"at least {memory['floor_s']} s of the pass's {passes[-1]['seconds']} s, packed perfectly",
+                    flush=True,
+                )
     save()
 
 
@@ -150,6 +158,17 @@ def _summary(number: int, results: list, elapsed: float, evaluator) -> dict:
             for r in results
         ],
     }
+
+
+def _memory(evaluator, before: float) -> dict | None:
+    """The pass's GPU memory reservations against the budget: their bytes times seconds,
+    and that divided by the budget (``floor_s``: the pass could not have been shorter with
+    its reservations held as long and packed perfectly). None without a budget (a CPU)."""
+    budget = evaluator.memory_budget()
+    if budget.capacity <= 0:
+        return None
+    held = budget.byte_seconds - before
+    return {"capacity_gb": round(budget.capacity / 1e9, 1), "reserved_gb_s": round(held / 1e9, 1), "floor_s": round(held / budget.capacity, 1)}
 
 
 def _locks(snapshot: dict[str, dict[str, float]]) -> str:

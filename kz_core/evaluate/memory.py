@@ -60,6 +60,15 @@ class MemoryBudget:
         self._used = 0
         self._queue: list[list[int]] = []  # [ticket, times passed] of the requests waiting, in order
         self._tickets = 0
+        self._byte_seconds = 0.0
+
+    @property
+    def byte_seconds(self) -> float:
+        """Bytes times seconds of every reservation given back so far. Divided by the
+        capacity: the shortest time the reservations made so far could have taken, packed
+        perfectly (what bounds a batch whose large problems wait for memory)."""
+        with self._condition:
+            return self._byte_seconds
 
     @property
     def used(self) -> int:
@@ -92,6 +101,7 @@ class MemoryBudget:
         finally:
             with self._condition:
                 self._used -= wanted
+                self._byte_seconds += wanted * (time.perf_counter() - got)
                 self._condition.notify_all()
             if self._contention is not None:
                 self._contention.record("gpu memory", got - asked, time.perf_counter() - got)

@@ -97,6 +97,20 @@ def test_with_overtakes_requests_that_fit_pass_a_waiting_one_a_bounded_number_of
     assert budget.used == 100
 
 
+def test_a_budget_adds_up_the_bytes_and_seconds_its_reservations_held():
+    """What benchmarks/eval_throughput.py divides by the capacity: the least time a batch's
+    reservations could have taken, to say how far a run is from being memory-bound."""
+    budget = MemoryBudget(100)
+    assert budget.byte_seconds == 0
+    with budget.reserve(40):
+        time.sleep(0.1)
+    with budget.reserve(500):  # capped at the capacity
+        time.sleep(0.1)
+    assert budget.byte_seconds >= 40 * 0.1 + 100 * 0.1
+    with MemoryBudget(0).reserve(10) as held:  # no budget: nothing counted
+        assert held == 0
+
+
 def test_the_evaluator_reserves_the_configured_footprints_for_a_large_problem(tmp_path):
     from kz_core.config import EvalConfig
     from kz_core.evaluate import Evaluator
