@@ -86,7 +86,7 @@ def main() -> None:
         evaluator.warm_up()
         for number in range(args.passes):
             started = time.perf_counter()
-            reserved = evaluator.memory_budget().byte_seconds
+            reserved = budget.byte_seconds if (budget := _budget(evaluator)) else 0.0
             done: list = []
 
             def report(result, number=number, started=started, done=done):
@@ -160,12 +160,21 @@ def _summary(number: int, results: list, elapsed: float, evaluator) -> dict:
     }
 
 
+def _budget(evaluator):
+    """The GPU memory budget (the first device's), or None where the evaluator's lanes are
+    Ray actors (each keeps its own, out of reach)."""
+    lanes = getattr(evaluator, "lanes", None)
+    if lanes and not hasattr(lanes[0], "memory_budget"):
+        return None
+    return evaluator.memory_budget()
+
+
 def _memory(evaluator, before: float) -> dict | None:
     """The pass's GPU memory reservations against the budget: their bytes times seconds,
     and that divided by the budget (``floor_s``: the pass could not have been shorter with
     its reservations held as long and packed perfectly). None without a budget (a CPU)."""
-    budget = evaluator.memory_budget()
-    if budget.capacity <= 0:
+    budget = _budget(evaluator)
+    if budget is None or budget.capacity <= 0:
         return None
     held = budget.byte_seconds - before
     return {"capacity_gb": round(budget.capacity / 1e9, 1), "reserved_gb_s": round(held / 1e9, 1), "floor_s": round(held / budget.capacity, 1)}
