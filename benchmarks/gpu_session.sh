@@ -162,9 +162,11 @@ for what in "$@"; do
     setup) setup ;;
     model-p1) mkdir -p "$HOME/smol" && cp .model/p1/* "$HOME/smol/" && ls -la "$HOME/smol" ;;
     model) stage model model ;;
-    tests)  # one pytest per file, each with its own limit, so that a slow file cannot hide another's failures
+    tests)  # one pytest per file, each with its own limit, so that a slow file cannot hide another's failures:
+      # KZ_TESTS_S for every file, or KZ_TESTS_S_<file> for one (e.g. KZ_TESTS_S_test_gpu=260)
       for path in ${KZ_TESTS_PATHS:-tests/evaluate/test_gpu.py tests/evaluate/test_honest.py tests/evaluate/test_hostile_problems.py tests/evaluate/test_memory.py tests/evaluate/test_cheats.py plugins}; do
-        stage "tests_$(basename "$path" .py)" timeout "${KZ_TESTS_S:-300}" $PY -m pytest -m gpu "$path" -v -rfEs --tb=short -p no:cacheprovider ${KZ_TESTS_K:+-k "$KZ_TESTS_K"}
+        limit="KZ_TESTS_S_$(basename "$path" .py)"
+        stage "tests_$(basename "$path" .py)" timeout "${!limit:-${KZ_TESTS_S:-300}}" $PY -m pytest -m gpu "$path" -v -rfEs --tb=short -p no:cacheprovider ${KZ_TESTS_K:+-k "$KZ_TESTS_K"}
       done ;;
     first-use) stage first_use timeout "${KZ_FIRST_USE_S:-120}" $PY benchmarks/first_use_costs.py --repeat "${KZ_FIRST_USE_REPEAT:-2}" ;;
     spread) stage timing_spread timeout "${KZ_SPREAD_S:-240}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --methods "${KZ_SPREAD_METHODS:-graph,events}" --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
