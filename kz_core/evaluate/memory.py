@@ -99,12 +99,13 @@ class MemoryBudget:
         try:
             yield wanted
         finally:
+            held = time.perf_counter() - got
             with self._condition:
                 self._used -= wanted
-                self._byte_seconds += wanted * (time.perf_counter() - got)
+                self._byte_seconds += wanted * held
                 self._condition.notify_all()
             if self._contention is not None:
-                self._contention.record("gpu memory", got - asked, time.perf_counter() - got)
+                self._contention.record("gpu memory", got - asked, held)
 
     def _may_go(self, entry: list[int], wanted: int) -> bool:
         """Whether the waiting ``entry`` may take ``wanted`` bytes now: they fit, and it is

@@ -107,8 +107,10 @@ def test_a_budget_adds_up_the_bytes_and_seconds_its_reservations_held():
     with budget.reserve(500):  # capped at the capacity
         time.sleep(0.1)
     assert budget.byte_seconds >= 40 * 0.1 + 100 * 0.1
-    with MemoryBudget(0).reserve(10) as held:  # no budget: nothing counted
+    unbudgeted = MemoryBudget(0)
+    with unbudgeted.reserve(10) as held:  # no budget: nothing counted
         assert held == 0
+    assert unbudgeted.byte_seconds == 0
 
 
 def test_the_evaluator_reserves_the_configured_footprints_for_a_large_problem(tmp_path):
