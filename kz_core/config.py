@@ -235,14 +235,16 @@ class EvalConfig:
     # compares them there.
     transfer_limit_mb: int = 16
     # On a GPU, a candidate of a problem whose inputs and outputs of one call take more
-    # than this (MiB) reserves twice that from the GPU's memory budget while it is
+    # than this (MiB) reserves 1.5 times that from the GPU's memory budget while it is
     # recorded, and again while it is checked and timed (kz_core/evaluate/memory.py), so
     # that concurrent workers cannot exhaust the GPU's memory; smaller ones reserve nothing.
     large_problem_mb: int = 1024
     # What a candidate of such a problem reserves, in call footprints (inputs and outputs
     # of one call): an estimate of its recording's and its replay's peak; a candidate that
-    # meets a full GPU anyway is evaluated again with the whole budget to itself.
-    reservation_footprints: float = 2.0
+    # meets a full GPU anyway is evaluated again with the whole budget to itself. 1.5
+    # since the twenty-third session (2 before): KernelBench level 1 on an H200 ran 20.6
+    # candidates/min against 19.4-19.9 (docs/benchmarks.md).
+    reservation_footprints: float = 1.5
     # How many later reservations that fit may be granted before a waiting one that does
     # not fit yet (each overtaking counts against every request it passes); 0: first come,
     # first served.
