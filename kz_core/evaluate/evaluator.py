@@ -58,7 +58,7 @@ from kz_core.evaluate.judge import (
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess, executor_caches
-from kz_core.evaluate.timing import GRAPH_CLOCK, TimingSettings
+from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.paths import scratch_root as new_scratch_root
 from kz_core.serialization import from_json_dict
@@ -1308,7 +1308,7 @@ class Evaluator:
     def _baselines(self, problem: Problem, settings: TimingSettings, findings: list[Finding]) -> dict[str, RuntimeStats]:
         baselines: dict[str, RuntimeStats] = {}
         for mode in self.config.baselines:
-            stats = self.references.baseline(problem, mode, findings, settings)
+            stats = self.references.baseline(problem, mode, findings, settings, alone=self._running_alone())
             if stats is not None:
                 baselines[mode] = stats
         return baselines
@@ -1320,7 +1320,12 @@ MAX_BUILD_ROUNDS = 6
 
 def ran_out_of_gpu_memory(result: EvalResult) -> bool:
     """Whether ``result`` failed because a GPU ran out of memory (in the candidate's
-    processes or in the reference's): its findings say so."""
+    processes or in the reference's), or was timed with a weaker clock or without a
+    baseline for that reason (its graph timing, or a baseline's, fell back to events, or a
+    baseline could not be timed): its findings say so."""
+    timing = ("timing_fallback", "baseline")
+    if any(f.check in timing and (GRAPH_OUT_OF_MEMORY in f.message or is_gpu_oom(f.message)) for f in result.findings):
+        return True
     if result.verdict is Verdict.CORRECT:
         return False
     return any(f.severity is Severity.ERROR and is_gpu_oom(f.message) for f in result.findings)

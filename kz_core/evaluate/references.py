@@ -31,7 +31,7 @@ from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.journal import BaselineCache, result_key
 from kz_core.evaluate.memory import FIRST_REFERENCE_SHARE, MemoryBudget, is_gpu_oom
 from kz_core.evaluate.sandbox import WorkerPool
-from kz_core.evaluate.timing import INPUT_BYTES, UNSEEN_REPLAYS, TimingSettings
+from kz_core.evaluate.timing import GRAPH_OUT_OF_MEMORY, INPUT_BYTES, UNSEEN_REPLAYS, TimingSettings
 from kz_core.evaluate.variants import size_variations
 from kz_core.model import Environment, Finding, Problem, RuntimeStats, Severity
 from kz_core.serialization import from_json_dict
@@ -322,10 +322,18 @@ class ReferenceService:
             self._baseline_cache = BaselineCache(cache_dir(create=True) / "baselines.sqlite")
         return self._baseline_cache
 
-    def baseline(self, problem: Problem, mode: str, findings: list[Finding], settings: TimingSettings | None = None) -> RuntimeStats | None:
+    def baseline(
+        self, problem: Problem, mode: str, findings: list[Finding], settings: TimingSettings | None = None, alone: bool = False
+    ) -> RuntimeStats | None:
         """The timed ``mode`` baseline (``eager``, ``compile``); a failure adds a warning.
 
+        A baseline that ran the GPU out of memory (it failed, or its graph timing fell back
+        to events) is kept, for every later candidate of the problem, only when timed
+        ``alone``; otherwise its warning says so, for the caller to evaluate the candidate
+        again with the GPU's memory to itself (``evaluator.ran_out_of_gpu_memory``).
+
         :param settings: how to time it (the evaluator's timing settings when None).
+        :param alone: the caller holds the whole GPU memory budget.
         """
         settings = settings if settings is not None else self.timing
         key = (problem.content_hash, mode, settings.method)
@@ -358,8 +366,13 @@ class ReferenceService:
                     reason = failure.message if failure else "no reply"
                     findings.append(Finding("baseline", f"the {mode} baseline could not be timed: {reason}", Severity.WARNING))
                     logger.warning("{}: {} baseline failed: {}", problem.name, mode, reason)
+                    if is_gpu_oom(reason) and not alone:
+                        return None  # the neighbours' memory, perhaps: not kept
                 else:
                     stats = from_json_dict(RuntimeStats, reply["stats"])
+                    if GRAPH_OUT_OF_MEMORY in stats.note and not alone:
+                        findings.append(Finding("baseline", f"the {mode} baseline was {stats.note}; not kept", Severity.WARNING))
+                        return stats
                     if store is not None:
                         store.put(cache_key, stats)
             self._baselines[key] = stats

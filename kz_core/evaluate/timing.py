@@ -76,6 +76,10 @@ import attrs
 GRAPH_CLOCK = "cuda_graph"
 EVENTS_CLOCK = "cuda_events"
 CPU_CLOCK = "cpu"
+#: How a graph timing that ran the GPU out of memory says so in its note (it was timed
+#: with events instead): the evaluator evaluates such a candidate again with the GPU's
+#: memory to itself, since its neighbours' memory may be what was missing.
+GRAPH_OUT_OF_MEMORY = "out of GPU memory for graph timing"
 
 #: Trials enqueued between two host synchronisations in graph timing.
 _CHUNK = 10
@@ -256,7 +260,7 @@ def time_forward(
         except GraphUnavailable as exc:
             note, dirty = f"timed with CUDA events: {exc}", exc.dirty
         except torch.OutOfMemoryError:
-            note = "timed with CUDA events: out of GPU memory for graph timing"
+            note = f"timed with CUDA events: {GRAPH_OUT_OF_MEMORY}"
         _release(device)
         laps("capture")
     last: dict[int, Any] = {}

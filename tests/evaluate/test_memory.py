@@ -11,6 +11,7 @@ import contextlib
 import threading
 import time
 
+import attrs
 import pytest
 
 from kz_core.evaluate.contention import Contention
@@ -302,6 +303,90 @@ def test_a_candidate_that_met_a_full_gpu_is_evaluated_again_alone(tmp_path):
         evaluator._evaluate = lambda candidate, compile_only=False: (attempts.append(True), failed)[1]
         assert evaluator.evaluate_one(Candidate("p", "triton", "", "s")).verdict is Verdict.RUNTIME_ERROR
         assert len(attempts) == 2  # once more, not forever
+
+
+@pytest.mark.parametrize(
+    "finding",
+    [
+        ("timing_fallback", "timed with CUDA events: out of GPU memory for graph timing"),
+        ("baseline", "the eager baseline was timed with CUDA events: out of GPU memory for graph timing; not kept"),
+        ("baseline", "the compile baseline could not be timed: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
+    ],
+    ids=["own graph timing", "a baseline's graph timing", "a baseline failed"],
+)
+def test_a_correct_candidate_timed_with_less_for_want_of_memory_is_evaluated_again_alone(tmp_path, finding):
+    """Written against the version before, where only a failed candidate was evaluated
+    again: on the H200 (KernelBench level 1, reservations of 1.5 call footprints) an honest
+    candidate whose graph timing ran out of memory beside its neighbours' reservations was
+    kept, correct but timed with events (45_Average_Pooling_2D); a baseline that did so was
+    kept for every later candidate of its problem."""
+    from kz_core.config import EvalConfig
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.evaluator import ran_out_of_gpu_memory
+    from kz_core.model import Candidate, EvalResult, Finding, Problem, Severity, Verdict
+
+    weaker = EvalResult(problem="p", sample_id="s", backend="triton", verdict=Verdict.CORRECT, findings=(Finding(*finding, Severity.WARNING),))
+    graph = EvalResult(problem="p", sample_id="s", backend="triton", verdict=Verdict.CORRECT)
+    assert ran_out_of_gpu_memory(weaker) and not ran_out_of_gpu_memory(graph)
+    # A capture that failed for another reason is no reason to evaluate it again.
+    uncaptured = Finding("timing_fallback", "timed with CUDA events: the forward synchronises the host", Severity.WARNING)
+    assert not ran_out_of_gpu_memory(attrs.evolve(graph, findings=(uncaptured,)))
+
+    with Evaluator([Problem("p", "x = 1")], EvalConfig(device="cpu", workers=1, scratch_dir=str(tmp_path))) as evaluator:
+        attempts: list[bool] = []
+
+        def fake(candidate, compile_only=False):
+            attempts.append(evaluator._running_alone())
+            return weaker if len(attempts) == 1 else graph
+
+        evaluator._evaluate = fake
+        result = evaluator.evaluate_one(Candidate("p", "triton", "", "s"))
+        assert attempts == [False, True]
+        assert [f.check for f in result.findings] == ["gpu_memory"]
+
+
+@pytest.mark.parametrize("outcome", ["fell back to events", "failed"])
+def test_a_baseline_that_ran_out_of_gpu_memory_is_kept_only_when_timed_alone(tmp_path, monkeypatch, example_problems, outcome):
+    """A baseline is kept for every later candidate of its problem (in memory and in the
+    baseline cache on disk): one that ran out of GPU memory beside other candidates'
+    reservations is not, unless it was timed with the GPU's memory to itself."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate import references as references_module
+    from kz_core.evaluate.evaluator import ran_out_of_gpu_memory
+    from kz_core.evaluate.timing import GRAPH_OUT_OF_MEMORY, TimingSettings
+    from kz_core.model import EvalResult, Finding, RuntimeStats, Verdict
+    from kz_core.serialization import to_json_dict
+
+    from .conftest import eval_config
+
+    monkeypatch.setenv("KZ_CACHE_DIR", str(tmp_path / "cache"))
+    problem = next(p for p in example_problems if p.name == "1_vector_add")
+    timed: list[str] = []
+
+    def call_worker(worker, request, timeout, stage):
+        timed.append(request["mode"])
+        if outcome == "failed":
+            return None, Finding("runtime_error", "OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB")
+        stats = RuntimeStats(median_ms=2.0, iqr_ms=0.1, min_ms=2.0, trials=10, clock="cuda_events", note=f"timed with CUDA events: {GRAPH_OUT_OF_MEMORY}")
+        return {"stats": to_json_dict(stats)}, None
+
+    with Evaluator([problem], eval_config("eval.cache=true")) as evaluator:
+        service = evaluator.references
+        monkeypatch.setattr(references_module, "call_worker", call_worker)
+        monkeypatch.setattr(service, "worker", lambda problem: contextlib.nullcontext(None))
+        settings = TimingSettings(method="graph")
+        findings: list[Finding] = []
+        first = service.baseline(problem, "eager", findings, settings)
+        assert (first is None) == (outcome == "failed")
+        result = EvalResult(problem="p", sample_id="s", backend="triton", verdict=Verdict.CORRECT, findings=tuple(findings))
+        assert ran_out_of_gpu_memory(result), findings
+        service.baseline(problem, "eager", [], settings)
+        assert timed == ["eager", "eager"]  # not kept: timed again
+        alone: list[Finding] = []
+        service.baseline(problem, "eager", alone, settings, alone=True)
+        assert not any("not kept" in f.message for f in alone)
+        service.baseline(problem, "eager", [], settings)
+        assert timed == ["eager", "eager", "eager"]  # kept since it was timed alone
 
 
 @pytest.mark.gpu

@@ -44,7 +44,7 @@ def test_baselines_are_timed_in_the_candidates_exclusive_hold(monkeypatch, examp
                     then(reply)
             return reply, None
 
-        def baseline(problem, mode, findings, settings=None):
+        def baseline(problem, mode, findings, settings=None, alone=False):
             key = (mode, settings.method)
             if key not in cache:  # kept, as ReferenceService.baseline keeps them
                 timed_baselines.append((mode, settings.method, gpu.held_exclusive()))
