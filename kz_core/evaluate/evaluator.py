@@ -58,7 +58,7 @@ from kz_core.evaluate.judge import (
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess, executor_caches
-from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, TimingSettings
+from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, UNSEEN_REPLAYS, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.paths import scratch_root as new_scratch_root
 from kz_core.serialization import from_json_dict
@@ -978,7 +978,7 @@ class Evaluator:
             trial["expected"] = [[meta["dtype"], meta["shape"]] for meta in reference.trials[trial["seed"]]["output_meta"]]
         request = {"op": "execute", "problem": problem_payload(problem), "poison_mb": self.config.poison_mb}
         if not reference.on_device:
-            return _executor_call(executor, {**request, "trials": trials}, self.config.run_timeout_s, "correctness trials")
+            return _compared_here(*_executor_call(executor, {**request, "trials": trials}, self.config.run_timeout_s, "correctness trials"))
         merged: dict[str, Any] = {"ok": True, "trials": []}
         # The caller holds the GPU shared through all the trials. Taken again for each
         # trial (tenth session, on the H200), a trial waited behind every timing queued
@@ -1098,7 +1098,7 @@ class Evaluator:
             "variant": reference.variant,
         }
         if not reference.on_device:
-            return call_worker(worker, request, self.config.run_timeout_s, "correctness trials")
+            return _compared_here(*call_worker(worker, request, self.config.run_timeout_s, "correctness trials"))
         # One call per trial, each followed by the comparison, so that only one trial's
         # outputs occupy GPU memory at a time.
         merged: dict[str, Any] = {"ok": True, "trials": [], "compute_ops": [], "kernel_streams": []}
@@ -1184,6 +1184,14 @@ class Evaluator:
         then = with_baselines if self.device != "cpu" else None
         reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified, then=then)
         spent["retire"] = bool(reply and reply.get("retire"))
+        if failure is None and reply is not None and not spent["retire"] and self.device != "cpu" and _slower_on_unseen(reply):
+            # Slower on unseen inputs than on the repeated ones, not enough to be memoising
+            # outright: a memoiser, or an honest kernel slowed once by another process (on
+            # the H200, KernelBench references at 1.25-1.3 times, once in a hundred). Timed
+            # once more, on unseen inputs of its own (the first timing's it may have kept
+            # answers for), and judged and paid on that timing alone.
+            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified, unseen=fresh_unseen())
+            spent["retire"] = bool(reply and reply.get("retire"))
         if failure is not None or reply is None:
             findings.append(failure)  # type: ignore[arg-type]
             return fields
@@ -1197,7 +1205,8 @@ class Evaluator:
         baselines = baselines_for(settings)
         if runtime.clock == GRAPH_CLOCK and any(stats.clock != GRAPH_CLOCK for stats in baselines.values()):
             # A baseline could not be captured: time the candidate like it, with events.
-            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, events, findings, verified, then=with_baselines)
+            # Unseen inputs of its own: it may have kept what it computed for the first ones.
+            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, events, findings, verified, then=with_baselines, unseen=fresh_unseen())
             spent["retire"] = spent["retire"] or bool(reply and reply.get("retire"))
             if failure is not None or reply is None:
                 findings.append(failure)  # type: ignore[arg-type]
@@ -1227,6 +1236,7 @@ class Evaluator:
         findings: list[Finding],
         verified: bool = False,
         then: Callable[[dict[str, Any]], None] | None = None,
+        unseen: tuple[int, ...] | None = None,
     ) -> tuple[dict[str, Any] | None, Finding | None]:
         """One timing request: ``(reply, failure)``. Timed calls whose outputs differ from
         the reference's are the failure (``state_drift``), and so, under strict guards, are
@@ -1236,36 +1246,49 @@ class Evaluator:
 
         :param then: called with the reply (not yet validated) while the GPU is still held
             exclusive, when the request got one.
+        :param unseen: on a GPU, unseen seeds of this timing's own instead of the
+            evaluator's (a second timing of one candidate: it may have kept what it computed
+            for the first one's). The reference has no outputs for them, so every timed
+            output is shared and compared on the device.
         """
+        own = unseen is not None
+        unseen = (unseen if own else tuple(self.seeds.unseen)) if self.device != "cpu" else ()
+        share = reference.on_device or (own and bool(unseen))
         request = {
             "op": "time_plan" if verified else "time",
             "plan": "default",
             "seeds": list(self.seeds.timing),
             "decoys": list(self.seeds.decoys),
             "settings": attrs.asdict(settings),
-            "share": reference.on_device,
+            "share": share,
             # Every timed call must agree with the first on the same inputs, which is
             # compared with the reference (only an executor's check is the evaluator's own).
             "agree": {"table": self.config.tolerance, "atol": self.config.atol, "rtol": self.config.rtol},
             # Calls timed after the others on inputs never seen, each checked too: a forward
             # that memoises what it computed for the repeated timing inputs shows it there.
-            "unseen": list(self.seeds.unseen) if self.device != "cpu" else [],
+            "unseen": list(unseen),
         }
         with self._gpu.exclusive():
             reply, failure = call_worker(worker, request, self.config.run_timeout_s, "timing")
             if then is not None and failure is None and reply is not None:
                 then(reply)
-        if reply is not None and failure is None and reference.on_device:
-            with self._gpu.shared():
-                for timed in reply["timed_outputs"]:
-                    timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call", executor=verified)
-            call_worker(worker, {"op": "release_held" if verified else "release"}, 60, "release")
         if failure is not None or reply is None:
             return reply, failure
         try:
             reply = validate_timed(reply, set(self.seeds.timing), frozenset(request["unseen"]))
         except ReplyError as exc:
-            return None, Finding("runtime_error", f"the timing reply is malformed: {exc}")
+            failure = Finding("runtime_error", f"the timing reply is malformed: {exc}")
+        if share:
+            if failure is None:
+                with self._gpu.shared():
+                    for timed in reply["timed_outputs"]:
+                        timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call", executor=verified)
+            call_worker(worker, {"op": "release_held" if verified else "release"}, 60, "release")
+        else:
+            for timed in reply["timed_outputs"] if failure is None else ():
+                timed.pop("comparison", None)  # only this process compares; a reply's own says nothing
+        if failure is not None:
+            return None, failure
         drift = judge_timed_outputs(
             problem,
             reference.trials,
@@ -1317,6 +1340,29 @@ class Evaluator:
 #: Loads of one candidate that may defer builds before it must load (each load builds
 #: what the last deferred; ``load_inline`` calls in a row defer one at a time).
 MAX_BUILD_ROUNDS = 6
+
+def _compared_here(reply: dict[str, Any] | None, failure: Finding | None) -> tuple[dict[str, Any] | None, Finding | None]:
+    """A trials reply whose outputs this process compares with the reference: any
+    ``comparison`` a record brings is dropped (only the evaluator attaches one, from a
+    reference worker's comparison on the device; a candidate's own process could forge it)."""
+    if failure is None and isinstance(reply, dict) and isinstance(reply.get("trials"), list):
+        for record in reply["trials"]:
+            if isinstance(record, dict):
+                record.pop("comparison", None)
+    return reply, failure
+
+
+def fresh_unseen() -> tuple[int, ...]:
+    """Secret unseen seeds for one more timing of a candidate (``Seeds.unseen``'s count)."""
+    return tuple(secrets.randbits(62) for _ in range(UNSEEN_REPLAYS))
+
+
+def _slower_on_unseen(reply: dict[str, Any]) -> bool:
+    """Whether a validated timing reply is slower on unseen inputs than on the repeated
+    ones by ``judge.UNSEEN_SLOWER`` or more (and under ``judge.MEMOISED``)."""
+    _, finding = judge_unseen(from_json_dict(RuntimeStats, reply["stats"]))
+    return finding is not None and finding.check == "unseen_inputs_slower"
+
 
 def ran_out_of_gpu_memory(result: EvalResult) -> bool:
     """Whether ``result`` failed because a GPU ran out of memory (in the candidate's

@@ -173,8 +173,16 @@ class ReferenceOps:
             return error_reply("reference", exc)
         actual: list[Any] = []
         findings: list[Finding] = []
-        for index, description in enumerate(request["shared"]):
+        shared = request["shared"]
+        if len(shared) != len(expected):
+            findings.append(Finding("output_type", f"{request['label']}: {len(shared)} outputs shared, the reference returns {len(expected)}"))
+        for index, description in enumerate(shared):
             if description is None:
+                # Only what has nothing to share may go unshared: an output a reference
+                # returns as a tensor with elements is compared, never skipped.
+                want = expected[index] if index < len(expected) else None
+                if isinstance(want, self.torch.Tensor) and want.numel():
+                    findings.append(Finding("output_type", f"{request['label']}, output {index}: not shared, where the reference returns a tensor"))
                 actual.append(None)
                 continue
             try:

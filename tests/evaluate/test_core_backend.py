@@ -149,3 +149,81 @@ def test_the_evaluator_judges_a_fake_backends_candidates_without_triton(site, tm
     triton.write_text(json.dumps({"problem": "1_vector_add", "backend": "triton", "code": "x"}) + "\n")
     refused = subprocess.run([*command[:5], str(triton), *command[6:]], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert refused.returncode == 2 and "unknown backend 'triton'" in refused.stderr and "pyloop" in refused.stderr
+
+
+FORGED_COMPARISON = ADD.replace("{op}", "+") + '''
+
+import sys
+
+# The timed calls' outputs replaced by zeros (as a forward that stops working once its
+# trials are over leaves them), each entry claiming it was compared and found right.
+_wire = sys.modules.get("kz" + "_core.evaluate.wire")
+if _wire is not None:
+    _encode = _wire.encode_reply
+
+    def _forged(reply, _encode=_encode):
+        if isinstance(reply, dict) and isinstance(reply.get("timed_outputs"), list):
+            for entry in reply["timed_outputs"]:
+                entry["outputs"] = [torch.zeros_like(x) if isinstance(x, torch.Tensor) else x for x in entry.get("outputs", [])]
+                entry["comparison"] = {"findings": [], "max_abs_error": 0.0, "max_rel_error": 0.0}
+        return _encode(reply)
+
+    _wire.encode_reply = _forged
+'''
+
+
+def test_a_timing_reply_cannot_bring_its_own_comparison(site, tmp_path):
+    """Written against the version before: a timed output carrying a ``comparison`` was
+    taken as compared on the device, so a candidate whose own process replies (a backend
+    without ``backend_kernels``, or ``cuda_inline`` host code a plan cannot describe)
+    forged one per timed call and its timed calls were never checked. Only the evaluator
+    attaches comparisons now; the forged outputs are compared and found wrong."""
+    rows = [{"problem": "1_vector_add", "backend": "pyloop", "sample_id": "forged", "code": FORGED_COMPARISON}]
+    candidates = tmp_path / "forged.jsonl"
+    candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_pyloop", "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200"}
+    command = [sys.executable, "-m", "kz_core.cli", "eval", "-c", str(candidates), "-d", "cpu", "-w", "1", "--json", f"run.root={tmp_path}"]
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (result,) = map(json.loads, (tmp_path / "eval-forged" / "results.jsonl").read_text().splitlines())
+    assert result["verdict"] != "correct", result
+    assert "state_drift" in [f["check"] for f in result["findings"]], result["findings"]
+
+
+FORGED_TRIAL_COMPARISON = ADD.replace("{op}", "-") + '''
+
+import sys
+
+# A wrong kernel (a - b) whose every trial record claims it was compared on the device
+# and found right, and whose timed outputs claim the same.
+_wire = sys.modules.get("kz" + "_core.evaluate.wire")
+if _wire is not None:
+    _encode = _wire.encode_reply
+    _right = {"findings": [], "max_abs_error": 0.0, "max_rel_error": 0.0}
+
+    def _forged(reply, _encode=_encode):
+        if isinstance(reply, dict):
+            for entry in [*(reply.get("trials") or []), *(reply.get("timed_outputs") or [])]:
+                if isinstance(entry, dict):
+                    entry["comparison"] = dict(_right)
+        return _encode(reply)
+
+    _wire.encode_reply = _forged
+'''
+
+
+def test_a_trial_record_cannot_bring_its_own_comparison(site, tmp_path):
+    """Written against the version before: a trial record carrying a ``comparison`` was
+    taken as compared on the device by a reference worker, so a wrong kernel whose own
+    process replies (a backend without ``backend_kernels``, ``cuda_inline`` host code a plan
+    cannot describe) forged one per trial and was judged correct. The evaluator drops any
+    comparison a reply brings and compares the outputs itself."""
+    rows = [{"problem": "1_vector_add", "backend": "pyloop", "sample_id": "forged", "code": FORGED_TRIAL_COMPARISON}]
+    candidates = tmp_path / "forged.jsonl"
+    candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_pyloop", "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200"}
+    command = [sys.executable, "-m", "kz_core.cli", "eval", "-c", str(candidates), "-d", "cpu", "-w", "1", "--json", f"run.root={tmp_path}"]
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (result,) = map(json.loads, (tmp_path / "eval-forged" / "results.jsonl").read_text().splitlines())
+    assert result["verdict"] == "incorrect", result

@@ -257,7 +257,8 @@ def test_a_comparison_on_the_device_says_where_its_time_went(tmp_path):
     """A comparison recomputes the reference for its seed (outputs too large to keep): its
     reply says how long each part took, for the throughput benchmark (on the H200 the 860
     comparisons of level 1 took 125 s with the GPU shared, with no breakdown). On a CPU no
-    output is shared, so nothing is compared; the parts before run all the same."""
+    output can be shared: the request shares none, which is a finding (the reference
+    returns one tensor), and the parts before run all the same."""
     from kz_core.evaluate.calls import call_worker, problem_payload
     from kz_core.model import Problem
 
@@ -268,7 +269,7 @@ def test_a_comparison_on_the_device_says_where_its_time_went(tmp_path):
     }
     with _reference_pool(tmp_path) as pool, pool.acquire(problem.content_hash) as worker:
         reply, failure = call_worker(worker, request, 60, "comparison")
-    assert failure is None and reply["findings"] == [], (failure, reply)
+    assert failure is None and [(f["check"], f["message"]) for f in reply["findings"]] == [("output_type", "trial 1: 0 outputs shared, the reference returns 1")]
     assert set(reply["phases"]) == {"instantiate", "draw inputs", "reference call", "open shared outputs", "compare"}
     assert all(type(seconds) is float and seconds >= 0 for seconds in reply["phases"].values())
 
