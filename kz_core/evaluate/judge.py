@@ -176,6 +176,17 @@ def judge_trials(
             compared = [from_json_dict(Finding, f) for f in trial["comparison"]["findings"]]
             abs_error, rel_error = trial["comparison"]["max_abs_error"], trial["comparison"]["max_rel_error"]
         else:
+            # Only an output that is not a plain tensor, or one withheld (its shape or dtype
+            # differs: a finding above), comes without its value; any other missing output
+            # is the reply's doing, and skipping it would leave that output unchecked.
+            withheld = {entry[0] for entry in trial.get("withheld", [])}
+            missing = [
+                index for index, got in enumerate(trial["outputs"]) if got is None and trial["output_types"][index] == TENSOR_TYPE and index not in withheld
+            ]
+            if missing or len(trial["outputs"]) != len(ref["outputs"]):
+                what = f"output {missing[0]} is missing" if missing else f"{len(trial['outputs'])} outputs, the reference's {len(ref['outputs'])}"
+                _once(findings, Finding("output_type", f"{where}: the reply's outputs are incomplete ({what})"))
+                continue
             pairs = [(want, got) for want, got in zip(ref["outputs"], trial["outputs"]) if got is not None]
             compared, abs_error, rel_error = compare_outputs(
                 problem, [w for w, _ in pairs], [g for _, g in pairs], pm=pm, table=tolerance_table, atol=atol, rtol=rtol, label=where
@@ -218,7 +229,7 @@ def judge_timed_outputs(
             found = [from_json_dict(Finding, f) for f in timed["comparison"]["findings"]]
         elif ref is None:
             return [Finding("state_drift", f"{label}'s output was not compared with the reference")]
-        elif any(got is None for got in timed["outputs"]):
+        elif any(got is None for got in timed["outputs"]) or len(timed["outputs"]) != len(ref["outputs"]):
             return [Finding("state_drift", "the timed calls returned outputs of another structure or type than the correctness trials")]
         else:
             found, _, _ = compare_outputs(problem, ref["outputs"], timed["outputs"], pm=pm, table=tolerance_table, atol=atol, rtol=rtol, label=label)

@@ -227,3 +227,61 @@ def test_a_trial_record_cannot_bring_its_own_comparison(site, tmp_path):
     assert completed.returncode == 0, completed.stderr[-3000:]
     (result,) = map(json.loads, (tmp_path / "eval-forged" / "results.jsonl").read_text().splitlines())
     assert result["verdict"] == "incorrect", result
+
+
+FIXED_SIZE_NULLED_TRIALS = '''
+import sys
+
+import torch
+import torch.nn as nn
+from kz_backend_pyloop import kernel
+
+
+@kernel
+def add(pid, a, b, out, n):
+    out[:n] = a[:n] + b[:n]
+
+
+class ModelNew(nn.Module):
+    # Right at the published size only (n = 5000 hard-coded): wrong at the size variation
+    # and at every fuzz example of another size.
+    def forward(self, a, b):
+        out = torch.zeros_like(a)
+        add[(1,)](a, b, out, 5000)
+        return out
+
+
+# Every trial record's outputs sent as None (as for an output that is not a tensor), so
+# that the wrong ones are not compared; the timed calls, at the published size, are right.
+_wire = sys.modules.get("kz" + "_core.evaluate.wire")
+if _wire is not None:
+    _encode = _wire.encode_reply
+
+    def _forged(reply, _encode=_encode):
+        if isinstance(reply, dict):
+            for entry in reply.get("trials") or []:
+                if isinstance(entry, dict) and isinstance(entry.get("outputs"), list):
+                    entry["outputs"] = [None for _ in entry["outputs"]]
+        return _encode(reply)
+
+    _wire.encode_reply = _forged
+'''
+
+
+def test_a_trial_record_cannot_leave_its_outputs_out(site, tmp_path):
+    """Written against the version before: a trial output sent as None was skipped by the
+    comparison (as an output that is not a tensor is, which is its own finding), so a
+    candidate whose own process replies could leave out the outputs it got wrong: a kernel
+    right only at the published size passed the size variation and the fuzz examples. Now
+    an output missing from a trial record, or fewer outputs than the reference's, is an
+    ``output_type`` error."""
+    rows = [{"problem": "1_vector_add", "backend": "pyloop", "sample_id": "forged", "code": FIXED_SIZE_NULLED_TRIALS}]
+    candidates = tmp_path / "forged.jsonl"
+    candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_pyloop", "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200"}
+    command = [sys.executable, "-m", "kz_core.cli", "eval", "-c", str(candidates), "-d", "cpu", "-w", "1", "--json", f"run.root={tmp_path}"]
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (result,) = map(json.loads, (tmp_path / "eval-forged" / "results.jsonl").read_text().splitlines())
+    assert result["verdict"] != "correct", result
+    assert "output_type" in [f["check"] for f in result["findings"]], result["findings"]
