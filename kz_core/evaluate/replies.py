@@ -116,6 +116,11 @@ def validate_trials(reply: Any, seeds: set[int]) -> dict[str, Any]:
         raise ReplyError("the reply holds no trial, or too many")
     for index, record in enumerate(trials):
         check_trial(record, seeds, f"trial {index + 1}")
+    # Every drawn seed once: a reply that leaves a trial out (the size variation's, say)
+    # leaves it unjudged.
+    named = [record["seed"] for record in trials]
+    if len(named) != len(set(named)) or set(named) != set(seeds):
+        raise ReplyError(f"the trials name {len(set(named))} of the {len(set(seeds))} seeds drawn for them, each once")
     reply.setdefault("compute_ops", [])
     reply.setdefault("kernel_streams", [])
     _strings(reply["compute_ops"], "compute_ops")

@@ -285,3 +285,35 @@ def test_a_trial_record_cannot_leave_its_outputs_out(site, tmp_path):
     (result,) = map(json.loads, (tmp_path / "eval-forged" / "results.jsonl").read_text().splitlines())
     assert result["verdict"] != "correct", result
     assert "output_type" in [f["check"] for f in result["findings"]], result["findings"]
+
+
+FIXED_SIZE_DROPPED_VARIANT = FIXED_SIZE_NULLED_TRIALS.split("# Every trial record")[0] + '''
+# The size variation's trial record left out of the reply: the other trials, at the
+# published size, are right.
+_wire = sys.modules.get("kz" + "_core.evaluate.wire")
+if _wire is not None:
+    _encode = _wire.encode_reply
+
+    def _forged(reply, _encode=_encode):
+        if isinstance(reply, dict) and isinstance(reply.get("trials"), list):
+            reply["trials"] = [entry for entry in reply["trials"] if not (isinstance(entry, dict) and entry.get("variant"))]
+        return _encode(reply)
+
+    _wire.encode_reply = _forged
+'''
+
+
+def test_a_correctness_reply_cannot_leave_a_trial_out(site, tmp_path):
+    """Written against the version before: a correctness reply needed trials on seeds the
+    evaluator drew, not on every one of them, so a candidate whose own process replies
+    left out the size variation's trial and a kernel right only at the published size was
+    judged correct (fuzzing off). Now every drawn seed must be there, once."""
+    rows = [{"problem": "1_vector_add", "backend": "pyloop", "sample_id": "forged", "code": FIXED_SIZE_DROPPED_VARIANT}]
+    candidates = tmp_path / "forged.jsonl"
+    candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_pyloop", "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200"}
+    command = [sys.executable, "-m", "kz_core.cli", "eval", "-c", str(candidates), "-d", "cpu", "-w", "1", "--json", f"run.root={tmp_path}", "eval.fuzz=0"]
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (result,) = map(json.loads, (tmp_path / "eval-forged" / "results.jsonl").read_text().splitlines())
+    assert result["verdict"] == "runtime_error" and "seeds drawn" in result["message"], result
