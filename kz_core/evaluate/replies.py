@@ -195,7 +195,10 @@ def validate_timed(reply: Any, seeds: set[int], unseen: frozenset[int] = frozens
             raise ReplyError(f"timed output {index} names a seed the evaluator never drew")
         _expect(entry.get("structure"), str, f"timed output {index}.structure")
         _expect(entry.get("outputs"), list, f"timed output {index}.outputs")
-    if not unseen <= {entry["seed"] for entry in timed}:
+    named = [entry["seed"] for entry in timed]
+    if len(named) != len(set(named)) or not set(seeds) <= set(named):
+        raise ReplyError("the timed outputs must hold each timing seed's output once")
+    if not unseen <= set(named):
         if unseen_ms is not None or NOT_TIMED_UNSEEN not in str(stats.get("note", "")):
             raise ReplyError("the outputs of the calls on unseen inputs are missing")
     _strings(reply.setdefault("compute_ops", []), "compute_ops")

@@ -13,7 +13,7 @@ from .conftest import EXAMPLE_CANDIDATES, eval_config
 def _reply(**changes):
     reply = {
         "stats": {"median_ms": 1.0, "iqr_ms": 0.1, "min_ms": 0.9, "trials": 10, "clock": "cuda_graph"},
-        "timed_outputs": [{"seed": 3, "structure": "tensor", "outputs": [None]}],
+        "timed_outputs": [{"seed": 3, "structure": "tensor", "outputs": [None]}, {"seed": 5, "structure": "tensor", "outputs": [None]}],
     }
     reply.update(changes)
     return reply
@@ -32,6 +32,9 @@ def test_a_timing_reply_without_a_disagreement_reads_as_none():
         {"timed_outputs": [{"seed": 4, "structure": "tensor", "outputs": [None]}]},
         {"stats": {"median_ms": -1.0, "iqr_ms": 0.1, "min_ms": 0.9, "trials": 10, "clock": "cuda_graph"}},
         {"timed_outputs": []},
+        # A timing seed's output left out, or one output twice: a check skipped.
+        {"timed_outputs": [{"seed": 3, "structure": "tensor", "outputs": [None]}]},
+        {"timed_outputs": [{"seed": 3, "structure": "tensor", "outputs": [None]}] * 2 + [{"seed": 5, "structure": "tensor", "outputs": [None]}]},
         {"stats": {"median_ms": 1.0, "iqr_ms": 0.1, "min_ms": 0.9, "trials": 10, "clock": "cuda_graph", "unseen_ms": float("nan")}},
         {"stats": {"median_ms": 1.0, "iqr_ms": 0.1, "min_ms": 0.9, "trials": 10, "clock": "cuda_graph", "unseen_ms": "0.1"}},
     ],
@@ -43,8 +46,8 @@ def test_a_malformed_timing_reply_is_a_reply_error(changes):
 
 def test_the_time_on_unseen_inputs_is_a_number_or_absent():
     stats = {"median_ms": 1.0, "iqr_ms": 0.1, "min_ms": 0.9, "trials": 10, "clock": "cuda_graph", "unseen_ms": 1.1}
-    assert validate_timed(_reply(stats=stats), {3})["stats"]["unseen_ms"] == 1.1
-    assert "unseen_ms" not in validate_timed(_reply(), {3})["stats"]
+    assert validate_timed(_reply(stats=stats), {3, 5})["stats"]["unseen_ms"] == 1.1
+    assert "unseen_ms" not in validate_timed(_reply(), {3, 5})["stats"]
 
 
 def test_the_time_on_unseen_inputs_decides_what_is_paid_and_what_is_rejected():
