@@ -244,7 +244,10 @@ def shape_group(
     gate_rate = group_rate
     if settings.variant is Variant.GLOBAL and group_size:
         average = average.updated(group_rate, settings.global_momentum)
-        gate_rate = average.value if average.value is not None else group_rate
+        # A fresh average's value is this group's rate; taken as it is, since the division
+        # can land one rounding below it (4/5 came out 0.7999999999999999, a closed gate
+        # at tau = 0.8).
+        gate_rate = average.value if average.value is not None and average.groups > 1 else group_rate
     gate_open = group_size > 0 and gate_rate >= settings.tau
     speedups = [measured_speedup(result, settings.speed_baseline) if result.correct else None for result in results]
     speeds = [speed_term(speedup, settings.speed_clip) for speedup in speedups]

@@ -246,3 +246,13 @@ def test_tau_zero_is_plain_grpo_with_the_speed_term_always_on() -> None:
     ungated = shape_group(group, settings("reward.tau=0"))
     assert gated.rewards[0] == gated.rewards[1] == 1.0
     assert ungated.rewards[0] > 1.0 > ungated.rewards[1] and ungated.decision.open
+
+
+def test_a_fresh_global_average_gates_on_the_groups_own_rate() -> None:
+    """Found by the property test in a fresh clone: four correct of five with momentum
+    0.298828125 gave a running average of 0.7999999999999999, and tau = 0.8 closed the gate
+    on a group whose rate is exactly tau."""
+    config = settings("reward.options.variant=global", "reward.options.global_momentum=0.298828125", "reward.tau=0.8")
+    group = [result(Verdict.CORRECT) for _ in range(4)] + [result(Verdict.INCORRECT)]
+    shaped = shape_group(group, config, CorrectnessAverage())
+    assert shaped.decision.gate_rate == 0.8 and shaped.decision.open
