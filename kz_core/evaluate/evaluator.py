@@ -978,7 +978,7 @@ class Evaluator:
             trial["expected"] = [[meta["dtype"], meta["shape"]] for meta in reference.trials[trial["seed"]]["output_meta"]]
         request = {"op": "execute", "problem": problem_payload(problem), "poison_mb": self.config.poison_mb}
         if not reference.on_device:
-            return _compared_here(*_executor_call(executor, {**request, "trials": trials}, self.config.run_timeout_s, "correctness trials"))
+            return _executor_call(executor, {**request, "trials": trials}, self.config.run_timeout_s, "correctness trials")
         merged: dict[str, Any] = {"ok": True, "trials": []}
         # The caller holds the GPU shared through all the trials. Taken again for each
         # trial (tenth session, on the H200), a trial waited behind every timing queued
@@ -1040,7 +1040,7 @@ class Evaluator:
         if failure is None and reply is not None:
             drawn = set(self.seeds.trials) | ({reference.variant["seed"]} if reference.variant else set())
             try:
-                reply = validate_trials(reply, drawn)
+                reply = validate_trials(reply, drawn, compared=reference.on_device)
             except ReplyError as exc:
                 reply, failure = None, Finding("runtime_error", f"the candidate's reply is malformed: {exc}")
         if failure is not None or reply is None:
@@ -1098,7 +1098,7 @@ class Evaluator:
             "variant": reference.variant,
         }
         if not reference.on_device:
-            return _compared_here(*call_worker(worker, request, self.config.run_timeout_s, "correctness trials"))
+            return call_worker(worker, request, self.config.run_timeout_s, "correctness trials")
         # One call per trial, each followed by the comparison, so that only one trial's
         # outputs occupy GPU memory at a time.
         merged: dict[str, Any] = {"ok": True, "trials": [], "compute_ops": [], "kernel_streams": []}
@@ -1284,9 +1284,6 @@ class Evaluator:
                     for timed in reply["timed_outputs"]:
                         timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call", executor=verified)
             call_worker(worker, {"op": "release_held" if verified else "release"}, 60, "release")
-        else:
-            for timed in reply["timed_outputs"] if failure is None else ():
-                timed.pop("comparison", None)  # only this process compares; a reply's own says nothing
         if failure is not None:
             return None, failure
         drift = judge_timed_outputs(
@@ -1340,17 +1337,6 @@ class Evaluator:
 #: Loads of one candidate that may defer builds before it must load (each load builds
 #: what the last deferred; ``load_inline`` calls in a row defer one at a time).
 MAX_BUILD_ROUNDS = 6
-
-def _compared_here(reply: dict[str, Any] | None, failure: Finding | None) -> tuple[dict[str, Any] | None, Finding | None]:
-    """A trials reply whose outputs this process compares with the reference: any
-    ``comparison`` a record brings is dropped (only the evaluator attaches one, from a
-    reference worker's comparison on the device; a candidate's own process could forge it)."""
-    if failure is None and isinstance(reply, dict) and isinstance(reply.get("trials"), list):
-        for record in reply["trials"]:
-            if isinstance(record, dict):
-                record.pop("comparison", None)
-    return reply, failure
-
 
 def fresh_unseen() -> tuple[int, ...]:
     """Secret unseen seeds for one more timing of a candidate (``Seeds.unseen``'s count)."""

@@ -107,15 +107,23 @@ def check_trial(record: Any, seeds: set[int], where: str) -> dict[str, Any]:
     return record
 
 
-def validate_trials(reply: Any, seeds: set[int]) -> dict[str, Any]:
+def validate_trials(reply: Any, seeds: set[int], compared: bool = False) -> dict[str, Any]:
     """A correctness reply: ``trials`` of :func:`check_trial` records, and the fields the
-    judge reads next to them."""
+    judge reads next to them.
+
+    :param compared: the evaluator attached each record's ``comparison`` (its outputs were
+        compared on the device by a reference worker). Otherwise a ``comparison`` a record
+        brings is dropped: the judge would take it for one, and a candidate's own process
+        can write anything into its reply.
+    """
     _expect(reply, dict, "the reply")
     trials = _expect(reply.get("trials"), list, "trials")
     if not trials or len(trials) > _MAX_LIST:
         raise ReplyError("the reply holds no trial, or too many")
     for index, record in enumerate(trials):
         check_trial(record, seeds, f"trial {index + 1}")
+        if not compared:
+            record.pop("comparison", None)
     # Every drawn seed once: a reply that leaves a trial out (the size variation's, say)
     # leaves it unjudged.
     named = [record["seed"] for record in trials]
@@ -157,7 +165,7 @@ def validate_execution(reply: Any, seeds: Any, reference: Any) -> dict[str, Any]
     """An executor's correctness reply, with the torch operations of its trials gathered
     where the judge reads them."""
     drawn = set(seeds.trials) | ({reference.variant["seed"]} if reference.variant else set())
-    reply = validate_trials(reply, drawn)
+    reply = validate_trials(reply, drawn, compared=reference.on_device)
     ops: dict[str, None] = {}
     for record in reply["trials"]:
         for name in record.get("compute_ops", []):
@@ -195,6 +203,7 @@ def validate_timed(reply: Any, seeds: set[int], unseen: frozenset[int] = frozens
             raise ReplyError(f"timed output {index} names a seed the evaluator never drew")
         _expect(entry.get("structure"), str, f"timed output {index}.structure")
         _expect(entry.get("outputs"), list, f"timed output {index}.outputs")
+        entry.pop("comparison", None)  # only the evaluator attaches one, after this check
     named = [entry["seed"] for entry in timed]
     if len(named) != len(set(named)) or not set(seeds) <= set(named):
         raise ReplyError("the timed outputs must hold each timing seed's output once")

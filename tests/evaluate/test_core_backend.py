@@ -151,6 +151,19 @@ def test_the_evaluator_judges_a_fake_backends_candidates_without_triton(site, tm
     assert refused.returncode == 2 and "unknown backend 'triton'" in refused.stderr and "pyloop" in refused.stderr
 
 
+def _eval_one(site, tmp_path, code: str, *overrides: str) -> dict:
+    """``kz eval`` of one pyloop candidate of 1_vector_add on the CPU (a subprocess, the
+    fake backend loaded through its entry point): its result row."""
+    candidates = tmp_path / "forged.jsonl"
+    candidates.write_text(json.dumps({"problem": "1_vector_add", "backend": "pyloop", "sample_id": "forged", "code": code}) + "\n")
+    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_pyloop", "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200"}
+    command = [sys.executable, "-m", "kz_core.cli", "eval", "-c", str(candidates), "-d", "cpu", "-w", "1", "--json", f"run.root={tmp_path}", *overrides]
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (result,) = map(json.loads, (tmp_path / "eval-forged" / "results.jsonl").read_text().splitlines())
+    return result
+
+
 FORGED_COMPARISON = ADD.replace("{op}", "+") + '''
 
 import sys
@@ -178,14 +191,7 @@ def test_a_timing_reply_cannot_bring_its_own_comparison(site, tmp_path):
     without ``backend_kernels``, or ``cuda_inline`` host code a plan cannot describe)
     forged one per timed call and its timed calls were never checked. Only the evaluator
     attaches comparisons now; the forged outputs are compared and found wrong."""
-    rows = [{"problem": "1_vector_add", "backend": "pyloop", "sample_id": "forged", "code": FORGED_COMPARISON}]
-    candidates = tmp_path / "forged.jsonl"
-    candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_pyloop", "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200"}
-    command = [sys.executable, "-m", "kz_core.cli", "eval", "-c", str(candidates), "-d", "cpu", "-w", "1", "--json", f"run.root={tmp_path}"]
-    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    (result,) = map(json.loads, (tmp_path / "eval-forged" / "results.jsonl").read_text().splitlines())
+    result = _eval_one(site, tmp_path, FORGED_COMPARISON)
     assert result["verdict"] != "correct", result
     assert "state_drift" in [f["check"] for f in result["findings"]], result["findings"]
 
@@ -218,14 +224,7 @@ def test_a_trial_record_cannot_bring_its_own_comparison(site, tmp_path):
     process replies (a backend without ``backend_kernels``, ``cuda_inline`` host code a plan
     cannot describe) forged one per trial and was judged correct. The evaluator drops any
     comparison a reply brings and compares the outputs itself."""
-    rows = [{"problem": "1_vector_add", "backend": "pyloop", "sample_id": "forged", "code": FORGED_TRIAL_COMPARISON}]
-    candidates = tmp_path / "forged.jsonl"
-    candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_pyloop", "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200"}
-    command = [sys.executable, "-m", "kz_core.cli", "eval", "-c", str(candidates), "-d", "cpu", "-w", "1", "--json", f"run.root={tmp_path}"]
-    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    (result,) = map(json.loads, (tmp_path / "eval-forged" / "results.jsonl").read_text().splitlines())
+    result = _eval_one(site, tmp_path, FORGED_TRIAL_COMPARISON)
     assert result["verdict"] == "incorrect", result
 
 
@@ -275,14 +274,7 @@ def test_a_trial_record_cannot_leave_its_outputs_out(site, tmp_path):
     right only at the published size passed the size variation and the fuzz examples. Now
     an output missing from a trial record, or fewer outputs than the reference's, is an
     ``output_type`` error."""
-    rows = [{"problem": "1_vector_add", "backend": "pyloop", "sample_id": "forged", "code": FIXED_SIZE_NULLED_TRIALS}]
-    candidates = tmp_path / "forged.jsonl"
-    candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_pyloop", "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200"}
-    command = [sys.executable, "-m", "kz_core.cli", "eval", "-c", str(candidates), "-d", "cpu", "-w", "1", "--json", f"run.root={tmp_path}"]
-    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    (result,) = map(json.loads, (tmp_path / "eval-forged" / "results.jsonl").read_text().splitlines())
+    result = _eval_one(site, tmp_path, FIXED_SIZE_NULLED_TRIALS)
     assert result["verdict"] != "correct", result
     assert "output_type" in [f["check"] for f in result["findings"]], result["findings"]
 
@@ -308,12 +300,5 @@ def test_a_correctness_reply_cannot_leave_a_trial_out(site, tmp_path):
     evaluator drew, not on every one of them, so a candidate whose own process replies
     left out the size variation's trial and a kernel right only at the published size was
     judged correct (fuzzing off). Now every drawn seed must be there, once."""
-    rows = [{"problem": "1_vector_add", "backend": "pyloop", "sample_id": "forged", "code": FIXED_SIZE_DROPPED_VARIANT}]
-    candidates = tmp_path / "forged.jsonl"
-    candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    env = {**os.environ, "KZ_LOAD_PLUGINS": "backend_pyloop", "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200"}
-    command = [sys.executable, "-m", "kz_core.cli", "eval", "-c", str(candidates), "-d", "cpu", "-w", "1", "--json", f"run.root={tmp_path}", "eval.fuzz=0"]
-    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    (result,) = map(json.loads, (tmp_path / "eval-forged" / "results.jsonl").read_text().splitlines())
+    result = _eval_one(site, tmp_path, FIXED_SIZE_DROPPED_VARIANT, "eval.fuzz=0")
     assert result["verdict"] == "runtime_error" and "seeds drawn" in result["message"], result

@@ -274,13 +274,34 @@ def test_a_comparison_on_the_device_says_where_its_time_went(tmp_path):
     assert all(type(seconds) is float and seconds >= 0 for seconds in reply["phases"].values())
 
 
+def _one_problem_evaluator(tmp_path):
+    from kz_core.config import EvalConfig
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Problem
+
+    return Evaluator([Problem("p", "x = 1")], EvalConfig(device="cpu", workers=1, scratch_dir=str(tmp_path)))
+
+
+def _evaluated(evaluator, results):
+    """``evaluator.evaluate_one`` of a candidate whose evaluations (``_evaluate``) give
+    ``results`` in turn: whether each attempt ran alone, and the result."""
+    from kz_core.model import Candidate
+
+    attempts: list[bool] = []
+
+    def fake(candidate, compile_only=False):
+        attempts.append(evaluator._running_alone())
+        return results[len(attempts) - 1]
+
+    evaluator._evaluate = fake
+    return attempts, evaluator.evaluate_one(Candidate("p", "triton", "", "s"))
+
+
 def test_a_candidate_that_met_a_full_gpu_is_evaluated_again_alone(tmp_path):
     """A budget is an estimate: a candidate failed by CUDA out of memory is evaluated once
     more with the whole budget (its reservations say so), and keeps that verdict."""
-    from kz_core.config import EvalConfig
-    from kz_core.evaluate import Evaluator
     from kz_core.evaluate.evaluator import ran_out_of_gpu_memory
-    from kz_core.model import Candidate, EvalResult, Finding, Problem, Verdict
+    from kz_core.model import EvalResult, Finding, Verdict
 
     oom = Finding("runtime_error", "OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.")
     failed = EvalResult(problem="p", sample_id="s", backend="triton", verdict=Verdict.RUNTIME_ERROR, findings=(oom,))
@@ -289,20 +310,12 @@ def test_a_candidate_that_met_a_full_gpu_is_evaluated_again_alone(tmp_path):
     other = EvalResult(problem="p", sample_id="s", backend="triton", verdict=Verdict.RUNTIME_ERROR, findings=(Finding("runtime_error", "ValueError"),))
     assert not ran_out_of_gpu_memory(other)
 
-    with Evaluator([Problem("p", "x = 1")], EvalConfig(device="cpu", workers=1, scratch_dir=str(tmp_path))) as evaluator:
-        attempts: list[bool] = []
-
-        def fake(candidate, compile_only=False):
-            attempts.append(evaluator._running_alone())
-            return failed if len(attempts) == 1 else passed
-
-        evaluator._evaluate = fake
-        result = evaluator.evaluate_one(Candidate("p", "triton", "", "s"))
+    with _one_problem_evaluator(tmp_path) as evaluator:
+        attempts, result = _evaluated(evaluator, [failed, passed])
         assert attempts == [False, True] and not evaluator._running_alone()
         assert result.verdict is Verdict.CORRECT and any(f.check == "gpu_memory" for f in result.findings)
-        attempts.clear()
-        evaluator._evaluate = lambda candidate, compile_only=False: (attempts.append(True), failed)[1]
-        assert evaluator.evaluate_one(Candidate("p", "triton", "", "s")).verdict is Verdict.RUNTIME_ERROR
+        attempts, result = _evaluated(evaluator, [failed, failed, failed])
+        assert result.verdict is Verdict.RUNTIME_ERROR
         assert len(attempts) == 2  # once more, not forever
 
 
@@ -321,10 +334,8 @@ def test_a_correct_candidate_timed_with_less_for_want_of_memory_is_evaluated_aga
     candidate whose graph timing ran out of memory beside its neighbours' reservations was
     kept, correct but timed with events (45_Average_Pooling_2D); a baseline that did so was
     kept for every later candidate of its problem."""
-    from kz_core.config import EvalConfig
-    from kz_core.evaluate import Evaluator
     from kz_core.evaluate.evaluator import ran_out_of_gpu_memory
-    from kz_core.model import Candidate, EvalResult, Finding, Problem, Severity, Verdict
+    from kz_core.model import EvalResult, Finding, Severity, Verdict
 
     weaker = EvalResult(problem="p", sample_id="s", backend="triton", verdict=Verdict.CORRECT, findings=(Finding(*finding, Severity.WARNING),))
     graph = EvalResult(problem="p", sample_id="s", backend="triton", verdict=Verdict.CORRECT)
@@ -333,15 +344,8 @@ def test_a_correct_candidate_timed_with_less_for_want_of_memory_is_evaluated_aga
     uncaptured = Finding("timing_fallback", "timed with CUDA events: the forward synchronises the host", Severity.WARNING)
     assert not ran_out_of_gpu_memory(attrs.evolve(graph, findings=(uncaptured,)))
 
-    with Evaluator([Problem("p", "x = 1")], EvalConfig(device="cpu", workers=1, scratch_dir=str(tmp_path))) as evaluator:
-        attempts: list[bool] = []
-
-        def fake(candidate, compile_only=False):
-            attempts.append(evaluator._running_alone())
-            return weaker if len(attempts) == 1 else graph
-
-        evaluator._evaluate = fake
-        result = evaluator.evaluate_one(Candidate("p", "triton", "", "s"))
+    with _one_problem_evaluator(tmp_path) as evaluator:
+        attempts, result = _evaluated(evaluator, [weaker, graph])
         assert attempts == [False, True]
         assert [f.check for f in result.findings] == ["gpu_memory"]
 

@@ -128,3 +128,27 @@ def test_a_time_on_unseen_inputs_above_the_median_is_paid_not_taken_for_a_failed
         result = evaluator.evaluate_one(attrs.evolve(candidate, sample_id="add-2"))
         assert result.verdict is not Verdict.CORRECT and sent == [4.0]
         assert "memoisation" in {f.check for f in result.findings}
+
+
+def _trial(seed: int, **extra):
+    return {
+        "seed": seed, "structure": "tensor", "launches": 1, "input_fingerprints": [], "output_types": ["torch.Tensor"],
+        "output_devices": ["cpu"], "outputs": [None], "mutated": [], "aliased": [], "threads_started": 0,
+        "stream_changed": False, "flags_changed": {}, **extra,
+    }
+
+
+def test_a_comparison_a_reply_brings_is_dropped():
+    """Only the evaluator attaches a ``comparison`` (a reference worker compared the
+    outputs on the device): one a reply brings, from a candidate's own process, would be
+    taken for it and the outputs left unchecked. Trials (correctness and fuzz examples
+    alike) and timed outputs lose it when checked; trials the evaluator compared keep it."""
+    from kz_core.evaluate.replies import validate_trials
+
+    forged = {"findings": [], "max_abs_error": 0.0, "max_rel_error": 0.0}
+    reply = validate_trials({"trials": [_trial(3, comparison=dict(forged))]}, {3})
+    assert "comparison" not in reply["trials"][0]
+    reply = validate_trials({"trials": [_trial(3, comparison=dict(forged))]}, {3}, compared=True)
+    assert reply["trials"][0]["comparison"] == forged
+    timed = _reply(timed_outputs=[{"seed": seed, "structure": "tensor", "outputs": [None], "comparison": dict(forged)} for seed in (3, 5)])
+    assert not any("comparison" in entry for entry in validate_timed(timed, {3, 5})["timed_outputs"])
