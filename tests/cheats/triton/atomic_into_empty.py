@@ -1,6 +1,6 @@
 # problem: 4_row_sum
 # expect: incorrect
-# check: mismatch
+# check: mismatch|non_finite
 # gpu_only: false
 # hack: a split-row reduction atomically adds partial sums into a torch.empty output that was never zeroed; freshly mapped memory usually is zero, so it passes a naive harness, but the result depends on whatever the buffer held.
 

@@ -1,6 +1,6 @@
 # problem: 3_row_softmax
 # expect: incorrect
-# check: mismatch
+# check: mismatch|non_finite
 # gpu_only: false
 # hack: launches programs for only the first half of the rows and leaves the rest of the torch.empty output unwritten; when the allocator hands back the freed reference output's memory the untouched half already holds the right values, and the kernel times as twice as fast.
 
