@@ -15,6 +15,7 @@ import hashlib
 import json
 import random
 import resource
+import secrets
 import sys
 import traceback
 import types
@@ -311,18 +312,48 @@ _SHARED_FIELDS = {
 }
 
 
+#: The reference counts of the tensors this process shared (torch's CUDA IPC keeps them in
+#: files of this process's /dev/shm), until :func:`release_shared_counters`.
+_shared_counters: list[tuple[bytes, int]] = []
+
+
 def share_cuda_tensor(tensor: torch.Tensor) -> dict[str, Any]:
     """A CUDA IPC description of ``tensor``'s memory, for another process to open.
 
-    The tensor must stay alive until the other process has opened and copied it.
+    The tensor must stay alive until the other process has opened and copied it. Call it
+    only once the work that writes the tensor has finished (the receiver does not wait on
+    this process's events), and :func:`release_shared_counters` once the receiver is done.
+
+    torch counts a shared tensor's users in a file of the sender's ``/dev/shm`` that the
+    receiver decrements when it lets the memory go; the sender's allocator keeps the memory
+    until then. Here the receiver never touches that file: each sandboxed worker has a
+    ``/dev/shm`` of its own (``isolation.mount_private_shm``), and a count a candidate
+    names in its reply is not written by the trusted side. The sender gives the count back
+    itself when the evaluator's next request comes.
     """
+    torch.cuda.synchronize(tensor.device)
     (device, handle, size, offset_bytes, ref_handle, ref_offset, event_handle, event_sync) = tensor.untyped_storage()._share_cuda_()
+    _shared_counters.append((bytes(ref_handle), int(ref_offset)))
     return {
         "device": int(device), "handle": bytes(handle), "storage_size": int(size), "storage_offset_bytes": int(offset_bytes),
         "ref_counter_handle": bytes(ref_handle), "ref_counter_offset": int(ref_offset), "event_handle": bytes(event_handle or b""),
         "event_sync_required": bool(event_sync), "dtype": str(tensor.dtype).removeprefix("torch."), "offset": tensor.storage_offset(),
         "shape": list(tensor.shape), "stride": list(tensor.stride()),
     }
+
+
+def release_shared_counters() -> int:
+    """Give back the reference count of every tensor this process shared, so that its
+    allocator may reuse their memory once they are dropped (what torch's receiver does
+    when it lets shared memory go). Called before each request a worker answers: the
+    evaluator sends the next one only after every comparison of the last reply's shared
+    outputs. Returns how many were given back."""
+    count = 0
+    while _shared_counters:
+        handle, offset = _shared_counters.pop()
+        torch.UntypedStorage._release_ipc_counter_cuda(handle, offset)
+        count += 1
+    return count
 
 
 def timed_output_entries(timed_outputs: list[tuple[int, Any]], share: bool) -> tuple[list[dict[str, Any]], list[list[Any]]]:
@@ -354,6 +385,15 @@ def open_shared_cuda_tensor(description: dict[str, Any], copy: bool = True) -> t
         runs no code of its own while it waits (an executor: the candidate's kernels ran
         to completion before it replied, and nothing launches them again until the next
         request). A gigabyte output is then not copied once more to be compared.
+
+    Only the memory handle is used: no reference count and no event of the sender's. Those
+    live in the sender's ``/dev/shm``, which a sandboxed sender has to itself; and torch's
+    receiver would decrement the count at the offset the reply names, in the file it
+    names: a write at an offset the candidate chooses, in this trusted process. Opened
+    here under a fresh random name that names no file, the count is left alone (torch
+    treats a count it cannot open as a sender already gone); the sender gives it back
+    (:func:`release_shared_counters`). The sender finished its work before it replied, so
+    nothing is waited for.
     """
     from kz_core.evaluate.wire import TENSOR_DTYPES
 
@@ -373,10 +413,9 @@ def open_shared_cuda_tensor(description: dict[str, Any], copy: bool = True) -> t
         raise ValueError("the view reaches beyond the shared storage")
     if not all(shape):
         return torch.empty(shape, dtype=dtype, device=f"cuda:{description['device']}")
+    uncounted = f"/kz-uncounted-{secrets.token_hex(16)}".encode()
     storage = torch.UntypedStorage._new_shared_cuda(
-        description["device"], description["handle"], description["storage_size"], description["storage_offset_bytes"],
-        description["ref_counter_handle"], description["ref_counter_offset"], description["event_handle"] or None,
-        description["event_sync_required"],
+        description["device"], description["handle"], description["storage_size"], description["storage_offset_bytes"], uncounted, 0, b"", False
     )
     view = torch.empty((0,), dtype=dtype, device=f"cuda:{description['device']}")
     view.set_(storage, description["offset"], shape, stride)

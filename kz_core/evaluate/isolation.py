@@ -7,7 +7,9 @@ candidate code runs (``kz_core/evaluate/zygote.py``):
   runs as root), a PID namespace (the candidate's process and the namespace's init: it
   cannot see or signal other processes, and everything it starts dies with it; it has a
   process id no other sandboxed process has), a mount namespace with a fresh
-  ``/proc``, a network namespace (no interfaces) and an IPC namespace (no System V shared
+  ``/proc`` and a private ``/dev/shm`` (a folder in its own scratch folder: POSIX shared
+  memory, torch's CUDA IPC reference counts and CUDA's IPC events of one worker are
+  nobody else's), a network namespace (no interfaces) and an IPC namespace (no System V shared
   memory with anyone);
 - **Landlock**: the filesystem is read-only except the child's scratch folder (and the
   device files CUDA needs); the journal, caches and run folders are not even readable;
@@ -25,6 +27,7 @@ mechanism reports as unavailable.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import functools
@@ -61,6 +64,9 @@ _MS_NODEV = 4
 _MS_NOEXEC = 8
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
+_MS_BIND = 4096
+#: The folder in a worker's scratch folder mounted over ``/dev/shm`` in its namespace.
+PRIVATE_SHM = "dev-shm"
 
 # Landlock (include/uapi/linux/landlock.h); system call numbers are the same on every
 # architecture (the "generic" table).
@@ -206,6 +212,8 @@ class Support:
     :ivar user_namespace: a child can create a user namespace (and, inside it, the others).
     :ivar pid_namespace: a child can be PID 1 of a PID namespace of its own.
     :ivar proc_mount: a fresh ``/proc`` can be mounted in that namespace.
+    :ivar private_shm: a folder of the worker's own can be mounted over ``/dev/shm`` in
+        that namespace (else, on a GPU, workers share the machine's ``/dev/shm``).
     :ivar separate_uid: each candidate runs as an unprivileged user of its own (kz runs as
         root, so it can map one).
     :ivar architecture: ``platform.machine()``.
@@ -216,6 +224,7 @@ class Support:
     user_namespace: bool = False
     pid_namespace: bool = False
     proc_mount: bool = False
+    private_shm: bool = False
     separate_uid: bool = False
     architecture: str = ""
 
@@ -232,6 +241,7 @@ class Support:
             user_namespace=self.user_namespace and "namespaces" not in off,
             pid_namespace=self.pid_namespace and "namespaces" not in off,
             proc_mount=self.proc_mount and "namespaces" not in off,
+            private_shm=self.private_shm and "namespaces" not in off,
             separate_uid=self.separate_uid and "namespaces" not in off,
         )
 
@@ -246,8 +256,11 @@ class Support:
             gaps.append("seccomp (ptrace and other processes' memory are reachable)")
         if not self.pid_namespace:
             gaps.append("PID namespaces (processes a candidate starts are killed by tracking them instead)")
-        elif not self.proc_mount:
-            gaps.append("a private /proc (other processes are visible, though not reachable)")
+        else:
+            if not self.proc_mount:
+                gaps.append("a private /proc (other processes are visible, though not reachable)")
+            if not self.private_shm:
+                gaps.append("a private /dev/shm (on a GPU, candidates share the machine's /dev/shm)")
         if not self.separate_uid:
             gaps.append("a user id per candidate (processes of all candidates share one user)")
         return gaps
@@ -255,7 +268,9 @@ class Support:
     def summary(self) -> str:
         parts = [f"Landlock ABI {self.landlock_abi}" if self.landlock_abi else "no Landlock"]
         parts.append("seccomp" if self.seccomp else "no seccomp")
-        parts.append("PID namespace" + (" + /proc" if self.proc_mount else "") if self.pid_namespace else "no PID namespace")
+        parts.append(
+            "PID namespace" + (" + /proc" if self.proc_mount else "") + (" + /dev/shm" if self.private_shm else "") if self.pid_namespace else "no PID namespace"
+        )
         parts.append("uid per candidate" if self.separate_uid else "shared uid")
         return ", ".join(parts)
 
@@ -306,8 +321,9 @@ def _can_seccomp() -> bool:
     return _probe_child(body)
 
 
-def _can_namespaces() -> tuple[bool, bool, bool]:
-    """(user namespace, PID namespace, fresh /proc) as a forked child finds them."""
+def _can_namespaces() -> tuple[bool, bool, bool, bool]:
+    """(user namespace, PID namespace, fresh /proc, private /dev/shm) as a forked child
+    finds them."""
 
     def user() -> bool:
         _unshare(_CLONE_NEWUSER)
@@ -334,7 +350,31 @@ def _can_namespaces() -> tuple[bool, bool, bool]:
     has_user = _probe_child(user)
     has_pid = _probe_child(pid_and_proc(False)) if (has_user or os.geteuid() == 0) else False
     has_proc = _probe_child(pid_and_proc(True)) if has_pid else False
-    return has_user, has_pid, has_proc
+    return has_user, has_pid, has_proc, has_pid and _private_shm_probe()
+
+
+def _private_shm_probe() -> bool:
+    """A forked child mounts a folder of its own over /dev/shm in new user and mount
+    namespaces and writes there; the file must land in that folder."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="kz-shm-probe-"))
+    name = f"kz-shm-probe-{folder.name}"
+
+    def body() -> bool:
+        _unshare(_CLONE_NEWNS | (_CLONE_NEWUSER if os.geteuid() != 0 else 0))
+        mount_private_shm(folder)
+        with open(f"/dev/shm/{name}", "w") as handle:
+            handle.write("x")
+        return (folder / PRIVATE_SHM / name).exists()
+
+    try:
+        return _probe_child(body)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(f"/dev/shm/{name}")  # where the mount did not take
 
 
 def _readable_by_others() -> bool:
@@ -365,13 +405,14 @@ def support() -> Support:
         return Support(architecture=platform.machine())
     arch = platform.machine()
     seccomp = arch in _SYSCALLS and _can_seccomp()
-    user, pid, proc = _can_namespaces()
+    user, pid, proc, shm = _can_namespaces()
     return Support(
         landlock_abi=landlock_abi(),
         seccomp=seccomp,
         user_namespace=user,
         pid_namespace=pid,
         proc_mount=proc,
+        private_shm=shm,
         separate_uid=pid and user and _readable_by_others(),
         architecture=arch,
     )
@@ -396,6 +437,19 @@ def _mount_private_proc() -> None:
     _mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
 
 
+def mount_private_shm(scratch: Path) -> Path:
+    """In a new mount namespace: mount the folder ``scratch/dev-shm`` (made here) over
+    ``/dev/shm``, after stopping mount propagation. What the process and its children
+    create in ``/dev/shm`` from then on (POSIX shared memory and semaphores, torch's CUDA
+    IPC reference counts, CUDA's IPC events) lies in that folder: no other worker sees
+    it, and it goes with the scratch folder. The folder is returned."""
+    folder = Path(scratch) / PRIVATE_SHM
+    folder.mkdir(mode=0o700, exist_ok=True)
+    _mount(None, b"/", None, _MS_REC | _MS_PRIVATE)
+    _mount(os.fsencode(folder), b"/dev/shm", None, _MS_BIND)
+    return folder
+
+
 def set_parent_death_signal() -> None:
     """SIGKILL this process when the process that forked it dies."""
     import signal
@@ -408,7 +462,7 @@ def become_subreaper() -> None:
     _check(_libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
-def enter_namespaces(isolate_uid: int | None, scratch: Path) -> int:
+def enter_namespaces(isolate_uid: int | None, scratch: Path, private_shm: bool = False) -> int:
     """Unshare user, PID, mount, network and IPC namespaces, then fork PID 1 of the new PID
     namespace, which forks the process that runs the candidate (the *worker*) with the
     caller's own process id, so that no two sandboxed processes share one (see
@@ -418,6 +472,10 @@ def enter_namespaces(isolate_uid: int | None, scratch: Path) -> int:
     is given (kz runs as root), a helper forked before the unshare maps root of the new
     user namespace to that unprivileged uid and gives it ``scratch``; otherwise the
     caller's own uid is mapped (unprivileged user namespaces).
+
+    With ``private_shm``, ``scratch/dev-shm`` is mounted over ``/dev/shm`` in the new mount
+    namespace (:func:`mount_private_shm`) before anything else runs there; a failure
+    raises :class:`IsolationError` (the worker does not start).
 
     :returns: in the supervisor, the pid of the new PID 1 (as this namespace numbers it;
         killing it ends everything in the namespace); in the worker, 0.
@@ -471,6 +529,8 @@ def enter_namespaces(isolate_uid: int | None, scratch: Path) -> int:
             handle.write(f"0 {gid} 1\n")
     os.close(ready_write)
     os.close(done_read)
+    if private_shm:
+        mount_private_shm(scratch)
     child = os.fork()
     if child == 0:
         set_parent_death_signal()

@@ -306,10 +306,14 @@ def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str
 
     candidate = role == "candidate"
     # /dev/shm: torch's CUDA IPC keeps the reference count of a shared GPU tensor there
-    # (executors share outputs with reference workers; so do candidate workers of
-    # backends without trusted kernels). Only on a GPU: nothing on a CPU needs it, and a
-    # file left there outlives the run and takes the machine's memory (it is a tmpfs).
-    write = [str(scratch), *(["/dev/shm"] if device.startswith("cuda") else [])]
+    # and CUDA its IPC events (executors share outputs with reference workers; so do
+    # candidate workers of backends without trusted kernels); Python's multiprocessing
+    # keeps its semaphores there. In namespaces each worker has a /dev/shm of its own (a
+    # folder of its scratch folder, isolation.mount_private_shm), writable on every
+    # device. Without, the machine's is writable only on a GPU, which needs it: a file
+    # left there outlives the run and takes the machine's memory (it is a tmpfs).
+    private_shm = bool(support.pid_namespace and support.private_shm)
+    write = [str(scratch), *(["/dev/shm"] if private_shm or device.startswith("cuda") else [])]
     if role == "executor":
         write += list(settings.executor_write_paths)
     return {
@@ -321,6 +325,7 @@ def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str
         # a problem's code (which the Proposer may have written), so what they start dies
         # with them and they cannot see or signal other processes either.
         "namespaces": bool(support.pid_namespace),
+        "private_shm": private_shm,
         "isolate_uid": _new_uid() if candidate and support.separate_uid else None,
         "landlock": support.landlock_abi > 0,
         "seccomp": bool(support.seccomp),

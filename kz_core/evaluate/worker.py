@@ -262,6 +262,12 @@ def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[st
         handler = handlers.get(op)
         on_gpu = worker.device.startswith("cuda")
         if on_gpu:
+            from kz_core.evaluate.execution import release_shared_counters
+
+            with contextlib.suppress(Exception):
+                # The last reply's shared outputs have been compared: their counts go
+                # back before anything drops them (execution.share_cuda_tensor).
+                release_shared_counters()
             with contextlib.suppress(Exception):
                 worker.torch.cuda.reset_peak_memory_stats()
         try:

@@ -158,3 +158,80 @@ print('compiled', 'torch._dynamo' in sys.modules, [s['op'][1] for s in recorder.
     plain, compiled = completed.stdout.splitlines()[-2:]
     assert plain == "plain False ['mul', 'relu']", plain
     assert compiled == "compiled True ['mul', 'sin'] True", compiled
+
+
+class _Opened(Exception):
+    """Raised by the fake ``_new_shared_cuda`` once it has what it was given."""
+
+
+def test_a_shared_tensor_is_opened_by_its_memory_handle_alone(monkeypatch):
+    """The receiver of a CUDA IPC description (a reference worker comparing a candidate's
+    outputs) hands torch only the memory handle: never the reference count's file and
+    offset the sender named (torch's receiver decrements the count there when it lets
+    the memory go: a write at an offset a candidate chooses, in the trusted process) and
+    never the sender's IPC event (it lives in the sender's /dev/shm, private now). The
+    version before passed all three through."""
+    given = []
+
+    def fake_new_shared_cuda(*args):
+        given.append(args)
+        raise _Opened
+
+    monkeypatch.setattr(torch.UntypedStorage, "_new_shared_cuda", staticmethod(fake_new_shared_cuda))
+    description = {
+        "device": 0, "handle": b"h" * 64, "storage_size": 4096, "storage_offset_bytes": 0,
+        "ref_counter_handle": b"/torch_1_planted", "ref_counter_offset": 1 << 40, "event_handle": b"e" * 64,
+        "event_sync_required": True, "dtype": "float32", "offset": 0, "shape": [1024], "stride": [1],
+    }
+    for _ in range(2):
+        try:
+            execution.open_shared_cuda_tensor(description)
+        except _Opened:
+            pass
+    (first, second) = given
+    device, handle, size, offset, counter, counter_offset, event, sync = first
+    assert (device, handle, size, offset) == (0, b"h" * 64, 4096, 0)
+    assert counter != b"/torch_1_planted" and counter.startswith(b"/kz-uncounted-") and counter_offset == 0
+    assert second[4] != counter  # a fresh name each time: nothing to plant in advance
+    assert event == b"" and sync is False
+
+
+def test_the_sender_gives_back_the_counts_of_what_it_shared(monkeypatch):
+    """A sender synchronises before sharing (the receiver waits on no event of its) and
+    keeps each shared tensor's count until :func:`execution.release_shared_counters`,
+    which gives each back once."""
+    synced, released = [], []
+
+    class Storage:
+        def __init__(self, n):
+            self.n = n
+
+        def _share_cuda_(self):
+            return (0, b"h", 16, 0, f"/torch_{self.n}".encode(), self.n, b"e", True)
+
+    class Shared:
+        dtype = torch.float32
+        shape = (4,)
+
+        def __init__(self, n):
+            self.storage = Storage(n)
+            self.device = "cuda:0"
+
+        def untyped_storage(self):
+            return self.storage
+
+        def storage_offset(self):
+            return 0
+
+        def stride(self):
+            return (1,)
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(device))
+    monkeypatch.setattr(torch.UntypedStorage, "_release_ipc_counter_cuda", staticmethod(lambda handle, offset: released.append((handle, offset))), raising=False)
+    monkeypatch.setattr(execution, "_shared_counters", [])
+    entries = [execution.share_cuda_tensor(Shared(n)) for n in (3, 5)]
+    assert synced == ["cuda:0", "cuda:0"] and [e["ref_counter_offset"] for e in entries] == [3, 5]
+    assert released == []
+    assert execution.release_shared_counters() == 2
+    assert sorted(released) == [(b"/torch_3", 3), (b"/torch_5", 5)]
+    assert execution.release_shared_counters() == 0 and len(released) == 2

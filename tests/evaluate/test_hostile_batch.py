@@ -132,9 +132,9 @@ def test_isolation_is_reported(example_problems):
 
 def test_the_sandbox_keeps_the_parents_files_out_of_reach(example_problems, tmp_path, monkeypatch):
     """A candidate cannot read a file of the caller's, nor write beside it (with Landlock);
-    on a CPU it cannot write /dev/shm either (a tmpfs: a file left there outlives the run
-    and holds the machine's memory; before, the cheat poison_shared_files left its
-    sitecustomize.py there)."""
+    nor leave a file in the machine's /dev/shm (a tmpfs: a file left there outlives the
+    run and holds the machine's memory; before, the cheat poison_shared_files left its
+    sitecustomize.py there): its /dev/shm is a folder of its own, or not writable."""
     import uuid
 
     from kz_core.evaluate.isolation import support
@@ -150,20 +150,54 @@ def test_the_sandbox_keeps_the_parents_files_out_of_reach(example_problems, tmp_
         f"    readable = 'kz secret' in open({str(secret)!r}).read()\n"
         "except OSError:\n"
         "    pass\n"
-        f"for path in ({str(tmp_path / 'planted.txt')!r}, {str(shm)!r}):\n"
-        "    try:\n"
-        "        open(path, 'w').write('x')\n"
-        "        writable = True\n"
-        "    except OSError:\n"
-        "        pass\n"
+        "try:\n"
+        f"    open({str(tmp_path / 'planted.txt')!r}, 'w').write('x')\n"
+        "    writable = True\n"
+        "except OSError:\n"
+        "    pass\n"
+        "try:\n"
+        f"    open({str(shm)!r}, 'w').write('x')\n"
+        "except OSError:\n"
+        "    pass\n"
         "if readable or writable:\n"
         "    return a * 0"
     )
     try:
         with Evaluator(example_problems, eval_config()) as evaluator:
             result = evaluator.evaluate([Candidate("1_vector_add", "triton", probe)])[0]
-        assert result.verdict is Verdict.CORRECT, f"the candidate reached the caller's files or /dev/shm: {result.message}"
+        assert result.verdict is Verdict.CORRECT, f"the candidate reached the caller's files: {result.message}"
         assert not (tmp_path / "planted.txt").exists() and not shm.exists()
     finally:
         shm.unlink(missing_ok=True)
     assert Path(secret).read_text() == "kz secret"
+
+
+def test_each_candidate_has_a_dev_shm_of_its_own(example_problems):
+    """Where namespaces allow, a candidate's /dev/shm is a folder of its own: it can use it
+    (Python's multiprocessing keeps its semaphores there; on a GPU torch's CUDA IPC keeps
+    its counts there), and a file it leaves is seen neither by the candidate after it
+    nor in the machine's /dev/shm. Before, every sandboxed process of a GPU run shared the
+    machine's /dev/shm and could rewrite the counts other workers' shared outputs hang on."""
+    import uuid
+
+    from kz_core.evaluate.isolation import support
+
+    if not (support().pid_namespace and support().private_shm):
+        pytest.skip("no private /dev/shm here (the sandbox reports it)")
+    name = f"kz-left-{uuid.uuid4().hex}"
+    leaves = in_forward(
+        "import multiprocessing\n"
+        "lock = multiprocessing.Lock()\n"  # a POSIX semaphore in /dev/shm
+        "with lock:\n"
+        f"    open('/dev/shm/{name}', 'w').write('planted')\n"
+    )
+    looks = in_forward(f"if __import__('os').path.exists('/dev/shm/{name}'):\n    return a * 0")
+    try:
+        with Evaluator(example_problems, eval_config()) as evaluator:
+            first = evaluator.evaluate([Candidate("1_vector_add", "triton", leaves, sample_id="leaves")])[0]
+            second = evaluator.evaluate([Candidate("1_vector_add", "triton", looks, sample_id="looks")])[0]
+        assert first.verdict is Verdict.CORRECT, f"a candidate could not use its /dev/shm: {first.message}"
+        assert second.verdict is Verdict.CORRECT, f"a later candidate saw what an earlier one left in /dev/shm: {second.message}"
+        assert not (Path("/dev/shm") / name).exists()
+    finally:
+        (Path("/dev/shm") / name).unlink(missing_ok=True)

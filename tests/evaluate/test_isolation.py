@@ -9,6 +9,7 @@ import signal
 import sqlite3
 from pathlib import Path
 
+import attrs
 import pytest
 
 from kz_core.evaluate import isolation
@@ -186,6 +187,70 @@ def test_no_two_sandboxed_workers_share_a_process_id(tmp_path):
         assert int(worker) == int(outside) != 1 and int(parent) == 1
         assert reached == "init-memory-closed"  # the init is not dumpable: the worker cannot rewrite it
     assert in_child(lambda: body(0, signal.SIGTERM)) == 128 + signal.SIGTERM
+
+
+needs_private_shm = pytest.mark.skipif(not SUPPORT.private_shm, reason="no private /dev/shm here (the sandbox reports it)")
+
+
+@needs_private_shm
+def test_a_workers_dev_shm_is_a_folder_of_its_own(tmp_path):
+    """With ``private_shm``, what a worker (and a child it starts) creates in /dev/shm lies
+    in its scratch folder's ``dev-shm``: the machine's /dev/shm, where every sandboxed
+    process of a GPU run wrote before (torch's CUDA IPC counts, CUDA's IPC events, a
+    candidate's own files), gets nothing, and a file of the machine's /dev/shm is not
+    seen. Without it, the worker sees the machine's."""
+    import uuid
+
+    name = f"kz-shm-test-{uuid.uuid4().hex}"
+    outside = Path("/dev/shm") / f"{name}-outside"
+    outside.write_text("the machine's")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+
+    def body(private: bool) -> int:
+        inner = isolation.enter_namespaces(None, scratch, private_shm=private)
+        if inner:
+            _, status = os.waitpid(inner, 0)
+            return os.waitstatus_to_exitcode(status)
+        sees_outside = Path(f"/dev/shm/{name}-outside").exists()
+        child = os.fork()
+        if child == 0:
+            Path(f"/dev/shm/{name}").write_text("the worker's")
+            os._exit(0)
+        os.waitpid(child, 0)
+        os._exit(10 + sees_outside)
+
+    try:
+        assert in_child(lambda: body(True)) == 10
+        assert (scratch / isolation.PRIVATE_SHM / name).read_text() == "the worker's"
+        assert not (Path("/dev/shm") / name).exists()
+        (scratch / isolation.PRIVATE_SHM / name).unlink()
+        assert in_child(lambda: body(False)) == 11  # the version before: the machine's /dev/shm
+        assert (Path("/dev/shm") / name).exists()
+    finally:
+        outside.unlink(missing_ok=True)
+        (Path("/dev/shm") / name).unlink(missing_ok=True)
+
+
+def test_dev_shm_is_writable_where_it_is_private_and_on_a_gpu_only_otherwise(tmp_path):
+    """The sandbox spec: /dev/shm is writable in a private namespace on every device (the
+    worker's own folder: Python's semaphores work there), and without one only on a GPU
+    (which needs it for CUDA IPC); the zygote is told to mount it."""
+    from kz_core.evaluate.sandbox import SandboxSettings, sandbox_spec
+
+    private = isolation.Support(landlock_abi=6, seccomp=True, user_namespace=True, pid_namespace=True, proc_mount=True, private_shm=True)
+    settings = SandboxSettings(scratch_root=tmp_path)
+    for support, device, writable in (
+        (private, "cpu", True),
+        (private, "cuda:0", True),
+        (private.without(["namespaces"]), "cpu", False),
+        (private.without(["namespaces"]), "cuda:0", True),
+    ):
+        spec = sandbox_spec("candidate", device, tmp_path, tmp_path / "log", {}, settings, support)
+        assert ("/dev/shm" in spec["write_paths"]) is writable, (support, device)
+        assert spec["private_shm"] is (support.private_shm and support.pid_namespace)
+    assert "/dev/shm" in private.summary() and not any("/dev/shm" in gap for gap in private.missing())
+    assert any("/dev/shm" in gap for gap in attrs.evolve(private, private_shm=False).missing())
 
 
 # -- the files kz keeps ------------------------------------------------------------------
