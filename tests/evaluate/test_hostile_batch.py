@@ -44,6 +44,10 @@ TOKEN_PROBE = in_forward(
     "    return a * 0"
 )
 
+#: Right only where no file a cheat planted in /dev/shm (tests/cheats/triton/dev_shm_counters.py)
+#: can be seen.
+SHM_PROBE = in_forward("if __import__('os').path.exists('/dev/shm/kz_planted_by_dev_shm_counters'):\n    return a * 0")
+
 
 def unique_sleepers(candidate: Candidate) -> Candidate:
     """The orphan cheat's sleepers with digits of this run, so that another copy of the
@@ -70,7 +74,8 @@ def hostile_candidates(isolated: bool) -> list[Candidate]:
         for round in range(2)
         for path in sorted((EXAMPLE_CANDIDATES / "triton").glob("*.py"))
     ]
-    return cheats + victims + ([Candidate("1_vector_add", "triton", TOKEN_PROBE, sample_id="victim-token")] if isolated else [])
+    probes = [Candidate("1_vector_add", "triton", TOKEN_PROBE, sample_id="victim-token"), Candidate("1_vector_add", "triton", SHM_PROBE, sample_id="victim-shm")]
+    return cheats + victims + (probes if isolated else [])
 
 
 def test_every_class_has_at_least_two_cheats():
@@ -115,6 +120,8 @@ def test_a_hostile_batch(example_problems, tmp_path, monkeypatch, isolation_off)
     assert all(stored.get(c.sample_id) is by_id[c.sample_id].verdict for c in candidates if c.sample_id in stored)
     planted = [p for p in cache.rglob("*") if "0" * 64 in p.name or p.name == "planted"]
     assert planted == [], f"files planted in the cache: {planted}"
+    if isolation_off == "[]":
+        assert not Path("/dev/shm/kz_planted_by_dev_shm_counters").exists(), "a cheat left a file in the machine's /dev/shm"
 
 
 def test_isolation_is_reported(example_problems):
