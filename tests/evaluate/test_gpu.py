@@ -97,10 +97,16 @@ def ipc_evaluator(example_problems):
 
 
 def test_gpu_outputs_compared_on_the_device(ipc_evaluator):
+    """Through CUDA IPC between sandboxed workers that each have a /dev/shm of their own
+    (where the kernel allows it): the receiver opens the memory handle alone, the sender
+    gives its reference counts back (execution.open_shared_cuda_tensor)."""
+    from kz_core.evaluate.isolation import support
+
     results = ipc_evaluator.evaluate(example_candidates())
     for result in results:
         assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
         assert result.max_abs_error is not None and result.max_abs_error < 1e-3
+        assert ("/dev/shm" in result.environment.isolation) is bool(support().pid_namespace and support().private_shm)
     cheats = {cheat_id(p): p for p in cheat_paths()}
     for name in ("constant_output", "uninit_tail", "output_cache", "hardcoded_size", "subsample_rows", "fp16_matmul"):
         header = cheat_header(cheats[f"triton/{name}"])
