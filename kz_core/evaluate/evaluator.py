@@ -29,6 +29,7 @@ import dataclasses
 import json
 import os
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -56,6 +57,7 @@ from kz_core.evaluate.judge import (
     speed_of_light_finding,
     summary_message,
 )
+from kz_core.evaluate.isolation import Support
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess, executor_caches
 from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, UNSEEN_REPLAYS, TimingSettings
@@ -217,6 +219,10 @@ class Evaluator:
             return
         self.device = devices[0]
         self.seeds = Seeds.draw(self.config.trials)
+        try:  # before anything is made: a misspelt mechanism leaves no folder or process behind
+            Support().without(self.config.isolation_off)
+        except ValueError as exc:
+            raise EvaluatorError(f"eval.isolation_off: {exc}") from exc
         scratch_root = new_scratch_root("eval", self.config.scratch_dir)
         common = dict(
             scratch_root=scratch_root,
@@ -251,12 +257,9 @@ class Evaluator:
         try:
             self._zygote = ZygoteProcess(self.device, sandboxed)
         except WorkerStartError as exc:
+            shutil.rmtree(scratch_root, ignore_errors=True)
             raise EvaluatorError(str(exc)) from exc
-        try:
-            self._zygote.support = self._zygote.support.without(self.config.isolation_off)
-        except ValueError as exc:
-            self._zygote.close()
-            raise EvaluatorError(f"eval.isolation_off: {exc}") from exc
+        self._zygote.support = self._zygote.support.without(self.config.isolation_off)
         # A candidate's reply is its plans and the module's tensors (or, for a backend
         # without trusted kernels, outputs no larger than the transfer limit): bounded.
         candidate_settings = attrs.evolve(sandboxed, max_reply_bytes=(2 * int(self.config.plan_constant_mb) + int(self.config.transfer_limit_mb) + 64) << 20)
@@ -336,8 +339,6 @@ class Evaluator:
                 self.references.close()
             finally:
                 self._zygote.close()
-        import shutil
-
         shutil.rmtree(self._candidate_pool.settings.scratch_root, ignore_errors=True)
 
     def warm_up(self) -> None:

@@ -124,7 +124,7 @@ def test_a_hostile_batch(example_problems, tmp_path, monkeypatch, isolation_off)
         assert not Path("/dev/shm/kz_planted_by_dev_shm_counters").exists(), "a cheat left a file in the machine's /dev/shm"
 
 
-def test_isolation_is_reported(example_problems):
+def test_isolation_is_reported(example_problems, tmp_path):
     from kz_core.evaluate.isolation import support
 
     with Evaluator(example_problems, eval_config("eval.isolation_off=[seccomp]")) as evaluator:
@@ -134,7 +134,8 @@ def test_isolation_is_reported(example_problems):
     if support().landlock_abi:
         assert f"Landlock ABI {support().landlock_abi}" in result.environment.isolation
     with pytest.raises(Exception, match="unknown isolation mechanism"):
-        Evaluator(example_problems, eval_config("eval.isolation_off=[selinux]"))
+        Evaluator(example_problems, eval_config("eval.isolation_off=[selinux]", f"eval.scratch_dir={tmp_path}"))
+    assert list(tmp_path.iterdir()) == []  # no scratch folder (nor zygote) left behind: the version before left both
 
 
 def test_the_sandbox_keeps_the_parents_files_out_of_reach(example_problems, tmp_path, monkeypatch):
