@@ -441,7 +441,7 @@ def test_kz_train_proposer_smoke_run_fills_the_pool_and_logs_metrics(tmp_path):
     assert (tmp_path / "tp" / "final").is_dir()
 
 
-def test_an_unknown_isolation_mechanism_stops_the_validator_without_leaving_its_zygote():
+def test_an_unknown_isolation_mechanism_stops_the_validator_without_leaving_its_zygote(tmp_path):
     import os
     from pathlib import Path
 
@@ -453,5 +453,6 @@ def test_an_unknown_isolation_mechanism_stops_the_validator_without_leaving_its_
 
     before = children()
     with pytest.raises(ValueError, match="eval.isolation_off: unknown isolation mechanism"):
-        ModuleValidator(load_config(None, ["eval.device=cpu", "eval.isolation_off=[nonsense]"]))
+        ModuleValidator(load_config(None, ["eval.device=cpu", "eval.isolation_off=[nonsense]", f"eval.scratch_dir={tmp_path}"]))
     assert children() <= before
+    assert list(tmp_path.iterdir()) == []  # nor a scratch folder: the version before left one

@@ -250,6 +250,12 @@ class ModuleValidator:
         self.catalog = api_catalog()
         self.contaminants = contamination_set(config.proposer.decontaminate)
         eval_config = config.eval
+        from kz_core.evaluate.isolation import Support
+
+        try:  # before anything is made: a misspelt mechanism leaves no folder or process behind
+            Support().without(eval_config.isolation_off)
+        except ValueError as exc:
+            raise ConfigError(f"eval.isolation_off: {exc}") from exc
         self.settings = SandboxSettings(
             scratch_root=new_scratch_root("validate", eval_config.scratch_dir),
             address_space_bytes=int(eval_config.memory_limit_gb * (1 << 30)),
@@ -262,12 +268,12 @@ class ModuleValidator:
         # worker forked by a zygote, as candidates do (docs/security.md).
         from kz_core.evaluate.sandbox import ZygoteProcess
 
-        self.zygote = ZygoteProcess(self.device, self.settings)
         try:
-            self.zygote.support = self.zygote.support.without(eval_config.isolation_off)
-        except ValueError as exc:
-            self.zygote.close()
-            raise ConfigError(f"eval.isolation_off: {exc}") from exc
+            self.zygote = ZygoteProcess(self.device, self.settings)
+        except BaseException:
+            shutil.rmtree(self.settings.scratch_root, ignore_errors=True)
+            raise
+        self.zygote.support = self.zygote.support.without(eval_config.isolation_off)
         self.pool = WorkerPool(self.device, "candidate", self.workers, self.settings, zygote=self.zygote)
         self.init_seed, self.seeds = secrets.randbits(31), [secrets.randbits(62), secrets.randbits(62)]
 
