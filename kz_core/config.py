@@ -187,8 +187,9 @@ class EvalConfig:
     # left unwritten read back as NaN, not as stale results.
     poison_mb: int = 256
     # Isolation mechanisms NOT to use for candidate processes, though the kernel has them:
-    # any of landlock, seccomp, namespaces (kz detects what the kernel lacks by itself and
-    # says so; this is for testing the fallbacks and for machines where one misbehaves).
+    # any of landlock, seccomp, namespaces, private_shm (a /dev/shm of each worker's own;
+    # kz detects what the kernel lacks by itself and says so; this is for testing the
+    # fallbacks and for machines where one misbehaves).
     isolation_off: list[str] = field(default_factory=list)
     # Most MiB of tensors (parameters, buffers) a candidate's recorded forward may hold;
     # they travel from its sandboxed process to the executor that replays it.

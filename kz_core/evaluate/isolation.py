@@ -195,7 +195,7 @@ _AF_UNIX = 1
 
 
 #: The mechanisms ``eval.isolation_off`` may name.
-MECHANISMS = ("landlock", "seccomp", "namespaces")
+MECHANISMS = ("landlock", "seccomp", "namespaces", "private_shm")
 
 
 class IsolationError(RuntimeError):
@@ -229,7 +229,9 @@ class Support:
     architecture: str = ""
 
     def without(self, mechanisms: Iterable[str]) -> Support:
-        """The same support with ``mechanisms`` (landlock, seccomp, namespaces) turned off."""
+        """The same support with ``mechanisms`` (landlock, seccomp, namespaces, private_shm)
+        turned off (``private_shm``: workers use the machine's /dev/shm, writable on a GPU
+        only, as before each had its own)."""
         off = set(mechanisms)
         unknown = off - set(MECHANISMS)
         if unknown:
@@ -241,7 +243,7 @@ class Support:
             user_namespace=self.user_namespace and "namespaces" not in off,
             pid_namespace=self.pid_namespace and "namespaces" not in off,
             proc_mount=self.proc_mount and "namespaces" not in off,
-            private_shm=self.private_shm and "namespaces" not in off,
+            private_shm=self.private_shm and "namespaces" not in off and "private_shm" not in off,
             separate_uid=self.separate_uid and "namespaces" not in off,
         )
 

@@ -245,12 +245,15 @@ def test_dev_shm_is_writable_where_it_is_private_and_on_a_gpu_only_otherwise(tmp
         (private, "cuda:0", True),
         (private.without(["namespaces"]), "cpu", False),
         (private.without(["namespaces"]), "cuda:0", True),
+        (private.without(["private_shm"]), "cpu", False),
+        (private.without(["private_shm"]), "cuda:0", True),
     ):
         spec = sandbox_spec("candidate", device, tmp_path, tmp_path / "log", {}, settings, support)
         assert ("/dev/shm" in spec["write_paths"]) is writable, (support, device)
         assert spec["private_shm"] is (support.private_shm and support.pid_namespace)
     assert "/dev/shm" in private.summary() and not any("/dev/shm" in gap for gap in private.missing())
     assert any("/dev/shm" in gap for gap in attrs.evolve(private, private_shm=False).missing())
+    assert attrs.evolve(private.without(["private_shm"]), private_shm=True) == private  # only that one is off
 
 
 # -- the files kz keeps ------------------------------------------------------------------
