@@ -47,6 +47,7 @@ from kz_core.evaluate.journal import Journal, result_key
 from kz_core.evaluate.memory import MemoryBudget, budget_bytes, is_gpu_oom
 from kz_core.evaluate.plans import plan_compute_ops, plan_drift
 from kz_core.evaluate.replies import ReplyError, validate_execution, validate_load, validate_timed, validate_trials
+from kz_core.evaluate.isolation import Support
 from kz_core.evaluate.judge import (
     INFRASTRUCTURE_CHECKS,
     decide_verdict,
@@ -57,7 +58,6 @@ from kz_core.evaluate.judge import (
     speed_of_light_finding,
     summary_message,
 )
-from kz_core.evaluate.isolation import Support
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess, executor_caches
 from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, UNSEEN_REPLAYS, TimingSettings
