@@ -43,11 +43,11 @@ from kz_core.errors import KzError
 from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.builds import COMPILE_TIMEOUT_ENV, FOLDER as BUILDS_FOLDER, SharedBuilds, publish, shared_key, validate_deferred
 from kz_core.evaluate.contention import Contention
+from kz_core.evaluate.isolation import Support
 from kz_core.evaluate.journal import Journal, result_key
 from kz_core.evaluate.memory import MemoryBudget, budget_bytes, is_gpu_oom
 from kz_core.evaluate.plans import plan_compute_ops, plan_drift
 from kz_core.evaluate.replies import ReplyError, validate_execution, validate_load, validate_timed, validate_trials
-from kz_core.evaluate.isolation import Support
 from kz_core.evaluate.judge import (
     INFRASTRUCTURE_CHECKS,
     decide_verdict,
