@@ -15,13 +15,17 @@ seed with TF32 allowed. From those outputs, at the tolerance in use:
 - ``reference_error``: the reference does not run.
 
 This module orchestrates reference workers and compares outputs; it runs no candidates.
+A problem file's code may come from anywhere (a Hugging Face dataset, the Proposer's
+pool), so each problem runs in a fresh sandboxed reference worker forked by a zygote, as
+the evaluator's do (docs/security.md), never with the user's rights.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import secrets
 import os
+import secrets
+import shutil
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -29,7 +33,9 @@ import attrs
 import torch
 
 from kz_core.evaluate.correctness import compare, tolerance_for
-from kz_core.evaluate.sandbox import SandboxSettings, WorkerError, WorkerPool
+from kz_core.config import ConfigError
+from kz_core.evaluate.isolation import Support
+from kz_core.evaluate.sandbox import SandboxSettings, WorkerError, WorkerPool, ZygoteProcess
 from kz_core.model import Finding, Problem, Severity
 from kz_core.paths import scratch_root as new_scratch_root
 
@@ -88,6 +94,10 @@ def audit_problems(
 ) -> list[ProblemAudit]:
     """Audit ``problems`` with reference workers on ``device`` (``config``: the eval section)."""
     problems = list(problems)
+    try:  # before anything is made
+        Support().without(config.isolation_off)
+    except ValueError as exc:
+        raise ConfigError(f"eval.isolation_off: {exc}") from exc
     settings = SandboxSettings(
         scratch_root=new_scratch_root("audit", config.scratch_dir),
         address_space_bytes=int(config.memory_limit_gb * (1 << 30)),
@@ -96,7 +106,14 @@ def audit_problems(
         tf32=bool(config.reference_tf32),
     )
     workers = config.workers or (min(8, os.cpu_count() or 1) if device == "cpu" else 2)
-    pool = WorkerPool(device, "reference", workers, settings)
+    try:
+        zygote = ZygoteProcess(device, settings)
+    except BaseException:
+        shutil.rmtree(settings.scratch_root, ignore_errors=True)
+        raise
+    zygote.support = zygote.support.without(config.isolation_off)
+    # One fresh sandboxed worker per problem: a problem's code cannot change another's audit.
+    pool = WorkerPool(device, "reference", workers, settings, zygote=zygote, single_use=True)
     init_seed, seeds = secrets.randbits(31), [secrets.randbits(62), secrets.randbits(62)]
 
     def audit(problem: Problem) -> ProblemAudit:
@@ -124,8 +141,9 @@ def audit_problems(
                 if progress is not None:
                     progress(results[futures[future]])  # type: ignore[arg-type]
     finally:
-        pool.close()
-        import shutil
-
-        shutil.rmtree(settings.scratch_root, ignore_errors=True)
+        try:
+            pool.close()
+        finally:
+            zygote.close()
+            shutil.rmtree(settings.scratch_root, ignore_errors=True)
     return results  # type: ignore[return-value]

@@ -57,3 +57,29 @@ def test_kz_problems_audit_command_on_the_examples():
     rows = json.loads(completed.stdout)
     assert len(rows) >= 6
     assert all(row["findings"] == [] for row in rows), rows
+
+
+def test_an_audited_problem_runs_in_the_sandbox(tmp_path, monkeypatch):
+    """A problem file may come from anywhere (a dataset on the Hub, the Proposer's pool): its
+    code runs in a sandboxed reference worker, which cannot write beside the caller nor read
+    the caller's secrets. The version before ran it in a plain child process with the
+    user's rights: the file was planted and the token read (a ``reference_error`` here)."""
+    from kz_core.evaluate.isolation import support
+
+    if not support().landlock_abi:
+        pytest.skip("this kernel has no Landlock")
+    monkeypatch.setenv("HF_TOKEN", "kz_secret_token")
+    planted = tmp_path / "planted.txt"
+    code = TEMPLATE.format(body="x * 2 + 1") + (
+        "\nimport os\n"
+        "try:\n"
+        f"    open({str(planted)!r}, 'w').write('x')\n"
+        "except OSError:\n"
+        "    pass\n"
+        "if 'kz_secret_token' in str(os.environ):\n"
+        "    raise RuntimeError('read the caller token')\n"
+    )
+    config = load_config(None, ["eval.workers=1"]).eval
+    (audit,) = audit_problems([Problem("reaches_out", code)], config, "cpu")
+    assert audit.flags == [], audit.findings
+    assert not planted.exists()
