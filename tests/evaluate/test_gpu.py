@@ -311,3 +311,64 @@ def test_gpu_a_forward_that_memoises_is_timed_on_unseen_inputs(method):
             assert finding is not None and finding.check == "memoisation", (ratio, timed.stats)
         # With events, the host's latency in every trial (measured on the H200: a median of
         # 0.21 ms, 1.17 times that on unseen inputs) hides what memoising saves here.
+
+
+def _share_and_release(connection, release: bool) -> None:
+    """A sender of the IPC protocol (another process): share one tensor, wait until the
+    receiver is done, give the count back (or not), drop the tensor, and report how much of
+    the allocator's memory is still allocated against before the drop."""
+    import torch
+
+    from kz_core.evaluate import execution
+
+    shared = torch.arange(1 << 20, device="cuda", dtype=torch.float32)
+    torch.cuda.synchronize()
+    connection.send(execution.share_cuda_tensor(shared))
+    connection.recv()
+    held = torch.cuda.memory_allocated()
+    if release:
+        execution.release_shared_counters()
+    del shared
+    torch.cuda.synchronize()
+    connection.send((held, torch.cuda.memory_allocated()))
+    connection.recv()
+
+
+@pytest.mark.parametrize("release", [True, False], ids=["released", "never-released"])
+def test_gpu_a_shared_output_is_read_by_its_handle_and_freed_once_given_back(release):
+    """The receiver opens the memory handle alone (no count, no event of the sender's: they
+    live in the sender's /dev/shm, a private one in the sandbox) and reads the sender's
+    values; the sender's memory is freed when it gives its count back, and kept (torch's
+    limbo) while it has not, so release_shared_counters is what frees it."""
+    import multiprocessing
+
+    import torch
+
+    from kz_core.evaluate.execution import open_shared_cuda_tensor
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    torch.cuda.init()
+    context = multiprocessing.get_context("spawn")
+    mine, theirs = context.Pipe()
+    sender = context.Process(target=_share_and_release, args=(theirs, release))
+    sender.start()
+    try:
+        description = mine.recv()
+        received = open_shared_cuda_tensor(description)
+        assert torch.equal(received, torch.arange(1 << 20, device="cuda", dtype=torch.float32))
+        view = open_shared_cuda_tensor(description, copy=False)
+        assert torch.equal(view, received)
+        del view
+        torch.cuda.synchronize()
+        mine.send("done")
+        held, after = mine.recv()
+        if release:
+            assert held - after >= 4 << 20, (held, after)
+        else:
+            assert held - after < 4 << 20, (held, after)  # the version before's receiver gave it back; now only the sender does
+        mine.send("bye")
+    finally:
+        sender.join(60)
+        if sender.is_alive():
+            sender.kill()
