@@ -11,6 +11,8 @@ It decides nothing about verdicts: it measures, and the parent judges.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import hashlib
 import json
 import random
@@ -374,6 +376,29 @@ def timed_output_entries(timed_outputs: list[tuple[int, Any]], share: bool) -> t
     return entries, held
 
 
+@functools.lru_cache(maxsize=1)
+def _libcuda() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+
+def allocation_range(pointer: int) -> tuple[int, int] | None:
+    """The device allocation that holds ``pointer``, as the driver knows it: its base
+    address and size in bytes (``cuMemGetAddressRange``); None where the driver cannot say
+    (no libcuda, no current context)."""
+    library = _libcuda()
+    if library is None:
+        return None
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    try:
+        result = library.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(pointer))
+    except AttributeError:
+        return None
+    return (int(base.value), int(size.value)) if result == 0 else None
+
+
 def open_shared_cuda_tensor(description: dict[str, Any], copy: bool = True) -> torch.Tensor:
     """Copy the tensor another process shared with :func:`share_cuda_tensor`.
 
@@ -404,7 +429,7 @@ def open_shared_cuda_tensor(description: dict[str, Any], copy: bool = True) -> t
         raise ValueError(f"dtype {description['dtype']!r} is not allowed")
     shape = [int(v) for v in description["shape"]]
     stride = [int(v) for v in description["stride"]]
-    if len(shape) != len(stride) or any(v < 0 for v in shape + stride) or description["offset"] < 0:
+    if len(shape) != len(stride) or any(v < 0 for v in shape + stride) or min(description["offset"], description["storage_size"], description["storage_offset_bytes"]) < 0:
         raise ValueError("malformed shape, stride or offset")
     dtype = getattr(torch, description["dtype"])
     itemsize = torch.empty((), dtype=dtype).element_size()
@@ -417,6 +442,15 @@ def open_shared_cuda_tensor(description: dict[str, Any], copy: bool = True) -> t
     storage = torch.UntypedStorage._new_shared_cuda(
         description["device"], description["handle"], description["storage_size"], description["storage_offset_bytes"], uncounted, 0, b"", False
     )
+    if copy:
+        # From a candidate's own process, the sizes are its word: a storage said to reach
+        # past the memory the handle maps would have this process read beyond it (a fault
+        # that ends its CUDA context, and the comparison with a reference_error rather
+        # than the candidate's own). An executor's sizes are kz's.
+        start = int(storage.data_ptr())
+        mapped = allocation_range(start)
+        if mapped is not None and not (mapped[0] <= start and start + description["storage_size"] <= mapped[0] + mapped[1]):
+            raise ValueError(f"the shared storage ({description['storage_size']} bytes) reaches beyond the sender's allocation")
     view = torch.empty((0,), dtype=dtype, device=f"cuda:{description['device']}")
     view.set_(storage, description["offset"], shape, stride)
     if not copy:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from kz_core.evaluate import execution
@@ -235,3 +236,37 @@ def test_the_sender_gives_back_the_counts_of_what_it_shared(monkeypatch):
     assert execution.release_shared_counters() == 2
     assert sorted(released) == [(b"/torch_3", 3), (b"/torch_5", 5)]
     assert execution.release_shared_counters() == 0 and len(released) == 2
+
+
+def test_a_shared_storage_said_to_reach_past_its_allocation_is_refused(monkeypatch):
+    """A candidate's process (a backend without trusted kernels) names its storage's size;
+    one that reaches past the allocation the handle maps (as the driver reports it) is
+    refused before anything reads it, rather than faulting the reference worker's CUDA
+    context. An executor's (``copy=False``) is not asked about."""
+
+    class Storage:
+        def data_ptr(self):
+            return 1 << 20
+
+    monkeypatch.setattr(torch.UntypedStorage, "_new_shared_cuda", staticmethod(lambda *args: Storage()))
+    description = {
+        "device": 0, "handle": b"h" * 64, "storage_size": 4096, "storage_offset_bytes": 0,
+        "ref_counter_handle": b"/torch_1", "ref_counter_offset": 0, "event_handle": b"",
+        "event_sync_required": False, "dtype": "float32", "offset": 0, "shape": [1024], "stride": [1],
+    }
+    asked = []
+
+    def mapped(pointer):
+        asked.append(pointer)
+        return (1 << 20, 1024)  # the handle maps 1 KiB: the storage says 4 KiB
+
+    monkeypatch.setattr(execution, "allocation_range", mapped)
+    with pytest.raises(ValueError, match="beyond the sender's allocation"):
+        execution.open_shared_cuda_tensor(description)
+    assert asked == [1 << 20]
+    monkeypatch.setattr(execution, "allocation_range", lambda pointer: (1 << 20, 4096))
+    with pytest.raises(Exception) as caught:  # past the check, on to the device this machine lacks
+        execution.open_shared_cuda_tensor(description)
+    assert "beyond the sender's allocation" not in str(caught.value)
+    with pytest.raises(ValueError, match="malformed"):
+        execution.open_shared_cuda_tensor({**description, "storage_size": -1})
