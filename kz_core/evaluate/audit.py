@@ -33,9 +33,7 @@ import attrs
 import torch
 
 from kz_core.evaluate.correctness import compare, tolerance_for
-from kz_core.config import ConfigError
-from kz_core.evaluate.isolation import Support
-from kz_core.evaluate.sandbox import SandboxSettings, WorkerError, WorkerPool, ZygoteProcess
+from kz_core.evaluate.sandbox import SandboxSettings, WorkerError, WorkerPool, start_zygote
 from kz_core.model import Finding, Problem, Severity
 from kz_core.paths import scratch_root as new_scratch_root
 
@@ -94,10 +92,6 @@ def audit_problems(
 ) -> list[ProblemAudit]:
     """Audit ``problems`` with reference workers on ``device`` (``config``: the eval section)."""
     problems = list(problems)
-    try:  # before anything is made
-        Support().without(config.isolation_off)
-    except ValueError as exc:
-        raise ConfigError(f"eval.isolation_off: {exc}") from exc
     settings = SandboxSettings(
         scratch_root=new_scratch_root("audit", config.scratch_dir),
         address_space_bytes=int(config.memory_limit_gb * (1 << 30)),
@@ -106,12 +100,7 @@ def audit_problems(
         tf32=bool(config.reference_tf32),
     )
     workers = config.workers or (min(8, os.cpu_count() or 1) if device == "cpu" else 2)
-    try:
-        zygote = ZygoteProcess(device, settings)
-    except BaseException:
-        shutil.rmtree(settings.scratch_root, ignore_errors=True)
-        raise
-    zygote.support = zygote.support.without(config.isolation_off)
+    zygote = start_zygote(device, settings, config.isolation_off)
     # One fresh sandboxed worker per problem: a problem's code cannot change another's audit.
     pool = WorkerPool(device, "reference", workers, settings, zygote=zygote, single_use=True)
     init_seed, seeds = secrets.randbits(31), [secrets.randbits(62), secrets.randbits(62)]

@@ -38,12 +38,11 @@ from typing import Any
 import attrs
 from loguru import logger
 
-from kz_core.config import EvalConfig, check_section, to_container
+from kz_core.config import ConfigError, EvalConfig, check_section, to_container
 from kz_core.errors import KzError
 from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.builds import COMPILE_TIMEOUT_ENV, FOLDER as BUILDS_FOLDER, SharedBuilds, publish, shared_key, validate_deferred
 from kz_core.evaluate.contention import Contention
-from kz_core.evaluate.isolation import Support
 from kz_core.evaluate.journal import Journal, result_key
 from kz_core.evaluate.memory import MemoryBudget, budget_bytes, is_gpu_oom
 from kz_core.evaluate.plans import plan_compute_ops, plan_drift
@@ -59,7 +58,7 @@ from kz_core.evaluate.judge import (
     summary_message,
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
-from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, ZygoteProcess, executor_caches
+from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, executor_caches, start_zygote
 from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, UNSEEN_REPLAYS, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.paths import scratch_root as new_scratch_root
@@ -219,10 +218,6 @@ class Evaluator:
             return
         self.device = devices[0]
         self.seeds = Seeds.draw(self.config.trials)
-        try:  # before anything is made: a misspelt mechanism leaves no folder or process behind
-            Support().without(self.config.isolation_off)
-        except ValueError as exc:
-            raise EvaluatorError(f"eval.isolation_off: {exc}") from exc
         scratch_root = new_scratch_root("eval", self.config.scratch_dir)
         common = dict(
             scratch_root=scratch_root,
@@ -255,11 +250,9 @@ class Evaluator:
         self._builder_pool: WorkerPool | None = None
         self._builds_lock = threading.Lock()
         try:
-            self._zygote = ZygoteProcess(self.device, sandboxed)
-        except WorkerStartError as exc:
-            shutil.rmtree(scratch_root, ignore_errors=True)
+            self._zygote = start_zygote(self.device, sandboxed, self.config.isolation_off)
+        except (WorkerStartError, ConfigError) as exc:
             raise EvaluatorError(str(exc)) from exc
-        self._zygote.support = self._zygote.support.without(self.config.isolation_off)
         # A candidate's reply is its plans and the module's tensors (or, for a backend
         # without trusted kernels, outputs no larger than the transfer limit): bounded.
         candidate_settings = attrs.evolve(sandboxed, max_reply_bytes=(2 * int(self.config.plan_constant_mb) + int(self.config.transfer_limit_mb) + 64) << 20)

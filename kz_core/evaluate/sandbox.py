@@ -286,6 +286,30 @@ class ZygoteProcess:
             self.process.wait(timeout=5)
 
 
+def start_zygote(device: str, settings: SandboxSettings, isolation_off: Any = ()) -> ZygoteProcess:
+    """A zygote for ``settings`` whose support has the ``isolation_off`` mechanisms turned
+    off (``eval.isolation_off``). If the names are unknown or the zygote cannot start, the
+    scratch folder goes too: nothing is left behind.
+
+    :raises ConfigError: an unknown mechanism (``eval.isolation_off: unknown ...``).
+    :raises WorkerStartError: the zygote did not start.
+    """
+    from kz_core.config import ConfigError
+    from kz_core.evaluate.isolation import Support
+
+    try:
+        try:
+            Support().without(isolation_off)
+        except ValueError as exc:
+            raise ConfigError(f"eval.isolation_off: {exc}") from exc
+        zygote = ZygoteProcess(device, settings)
+    except BaseException:
+        _remove_tree(settings.scratch_root)
+        raise
+    zygote.support = zygote.support.without(isolation_off)
+    return zygote
+
+
 class WireError_(Exception):
     """A zygote message that cannot be read."""
 

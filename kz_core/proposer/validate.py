@@ -43,7 +43,6 @@ from typing import Any
 
 import attrs
 
-from kz_core.config import ConfigError
 from kz_core.model import Finding, Problem, Severity
 from kz_core.parsing import ParsedReply
 from kz_core.problems.base import make_problem
@@ -250,12 +249,6 @@ class ModuleValidator:
         self.catalog = api_catalog()
         self.contaminants = contamination_set(config.proposer.decontaminate)
         eval_config = config.eval
-        from kz_core.evaluate.isolation import Support
-
-        try:  # before anything is made: a misspelt mechanism leaves no folder or process behind
-            Support().without(eval_config.isolation_off)
-        except ValueError as exc:
-            raise ConfigError(f"eval.isolation_off: {exc}") from exc
         self.settings = SandboxSettings(
             scratch_root=new_scratch_root("validate", eval_config.scratch_dir),
             address_space_bytes=int(eval_config.memory_limit_gb * (1 << 30)),
@@ -266,14 +259,9 @@ class ModuleValidator:
         self.workers = eval_config.workers or (min(8, os.cpu_count() or 1) if self.device == "cpu" else 2)
         # A proposed module is model-written code: each one runs in a fresh sandboxed
         # worker forked by a zygote, as candidates do (docs/security.md).
-        from kz_core.evaluate.sandbox import ZygoteProcess
+        from kz_core.evaluate.sandbox import start_zygote
 
-        try:
-            self.zygote = ZygoteProcess(self.device, self.settings)
-        except BaseException:
-            shutil.rmtree(self.settings.scratch_root, ignore_errors=True)
-            raise
-        self.zygote.support = self.zygote.support.without(eval_config.isolation_off)
+        self.zygote = start_zygote(self.device, self.settings, eval_config.isolation_off)
         self.pool = WorkerPool(self.device, "candidate", self.workers, self.settings, zygote=self.zygote)
         self.init_seed, self.seeds = secrets.randbits(31), [secrets.randbits(62), secrets.randbits(62)]
 
