@@ -59,7 +59,7 @@ from kz_core.evaluate.judge import (
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, executor_caches, start_zygote
-from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, UNSEEN_REPLAYS, TimingSettings
+from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.paths import scratch_root as new_scratch_root
 from kz_core.serialization import from_json_dict
@@ -1184,7 +1184,7 @@ class Evaluator:
             # the H200, KernelBench references at 1.25-1.3 times, once in a hundred). Timed
             # once more, on unseen inputs of its own (the first timing's it may have kept
             # answers for), and judged and paid on that timing alone.
-            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified, unseen=fresh_unseen())
+            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified, unseen=Seeds.fresh_unseen())
             spent["retire"] = bool(reply and reply.get("retire"))
         if failure is not None or reply is None:
             findings.append(failure)  # type: ignore[arg-type]
@@ -1200,7 +1200,7 @@ class Evaluator:
         if runtime.clock == GRAPH_CLOCK and any(stats.clock != GRAPH_CLOCK for stats in baselines.values()):
             # A baseline could not be captured: time the candidate like it, with events.
             # Unseen inputs of its own: it may have kept what it computed for the first ones.
-            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, events, findings, verified, then=with_baselines, unseen=fresh_unseen())
+            reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, events, findings, verified, then=with_baselines, unseen=Seeds.fresh_unseen())
             spent["retire"] = spent["retire"] or bool(reply and reply.get("retire"))
             if failure is not None or reply is None:
                 findings.append(failure)  # type: ignore[arg-type]
@@ -1331,11 +1331,6 @@ class Evaluator:
 #: Loads of one candidate that may defer builds before it must load (each load builds
 #: what the last deferred; ``load_inline`` calls in a row defer one at a time).
 MAX_BUILD_ROUNDS = 6
-
-def fresh_unseen() -> tuple[int, ...]:
-    """Secret unseen seeds for one more timing of a candidate (``Seeds.unseen``'s count)."""
-    return tuple(secrets.randbits(62) for _ in range(UNSEEN_REPLAYS))
-
 
 def _slower_on_unseen(reply: dict[str, Any]) -> bool:
     """Whether a validated timing reply is slower on unseen inputs than on the repeated

@@ -60,10 +60,15 @@ class Seeds:
             timing=tuple(secrets.randbits(62) for _ in range(2)),
             variant=secrets.randbits(62),
             decoys=tuple(secrets.randbits(62) for _ in range(2)),
-            # One checked call per unseen replay: a forward must compute nearly every call
-            # there to keep its time, so one secret call finds one that writes garbage.
-            unseen=tuple(secrets.randbits(62) for _ in range(UNSEEN_REPLAYS)),
+            unseen=cls.fresh_unseen(),
         )
+
+    @staticmethod
+    def fresh_unseen() -> tuple[int, ...]:
+        """Secret seeds of unseen inputs for one timing (a second timing of a candidate draws
+        its own). One checked call per unseen replay: a forward must compute nearly every
+        call there to keep its time, so one secret call finds one that writes garbage."""
+        return tuple(secrets.randbits(62) for _ in range(UNSEEN_REPLAYS))
 
 
 def call_bytes(trial: dict[str, Any]) -> int:
