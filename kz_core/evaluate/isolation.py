@@ -64,9 +64,9 @@ _MS_NODEV = 4
 _MS_NOEXEC = 8
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
-_MS_BIND = 4096
-#: The folder in a worker's scratch folder mounted over ``/dev/shm`` in its namespace.
-PRIVATE_SHM = "dev-shm"
+#: The size of the memory file system mounted over ``/dev/shm`` in a worker's namespace:
+#: room for CUDA's IPC events, torch's IPC reference counts and Python's semaphores.
+PRIVATE_SHM_BYTES = 64 << 20
 
 # Landlock (include/uapi/linux/landlock.h); system call numbers are the same on every
 # architecture (the "generic" table).
@@ -356,25 +356,22 @@ def _can_namespaces() -> tuple[bool, bool, bool, bool]:
 
 
 def _private_shm_probe() -> bool:
-    """A forked child mounts a folder of its own over /dev/shm in new user and mount
-    namespaces and writes there; the file must land in that folder."""
-    import shutil
-    import tempfile
+    """A forked child mounts a memory file system of its own over /dev/shm in new user and
+    mount namespaces and writes there; the file must not land in the machine's."""
+    import secrets
 
-    folder = Path(tempfile.mkdtemp(prefix="kz-shm-probe-"))
-    name = f"kz-shm-probe-{folder.name}"
+    name = f"kz-shm-probe-{secrets.token_hex(8)}"
 
     def body() -> bool:
         _unshare(_CLONE_NEWNS | (_CLONE_NEWUSER if os.geteuid() != 0 else 0))
-        mount_private_shm(folder)
+        mount_private_shm()
         with open(f"/dev/shm/{name}", "w") as handle:
             handle.write("x")
-        return (folder / PRIVATE_SHM / name).exists()
+        return True
 
     try:
-        return _probe_child(body)
+        return _probe_child(body) and not os.path.exists(f"/dev/shm/{name}")
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
         with contextlib.suppress(OSError):
             os.unlink(f"/dev/shm/{name}")  # where the mount did not take
 
@@ -428,9 +425,9 @@ def _unshare(flags: int) -> None:
     _check(libc.unshare(ctypes.c_int(flags)), "unshare")
 
 
-def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int) -> None:
+def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int, data: bytes | None = None) -> None:
     libc = _libc()
-    _check(libc.mount(source, target, fstype, ctypes.c_ulong(flags), None), f"mount {target.decode()}")
+    _check(libc.mount(source, target, fstype, ctypes.c_ulong(flags), data), f"mount {target.decode()}")
 
 
 def _mount_private_proc() -> None:
@@ -439,17 +436,18 @@ def _mount_private_proc() -> None:
     _mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
 
 
-def mount_private_shm(scratch: Path) -> Path:
-    """In a new mount namespace: mount the folder ``scratch/dev-shm`` (made here) over
-    ``/dev/shm``, after stopping mount propagation. What the process and its children
-    create in ``/dev/shm`` from then on (POSIX shared memory and semaphores, torch's CUDA
-    IPC reference counts, CUDA's IPC events) lies in that folder: no other worker sees
-    it, and it goes with the scratch folder. The folder is returned."""
-    folder = Path(scratch) / PRIVATE_SHM
-    folder.mkdir(mode=0o700, exist_ok=True)
+def mount_private_shm() -> None:
+    """In a new mount namespace: mount a memory file system of its own (``tmpfs``, at most
+    :data:`PRIVATE_SHM_BYTES`) over ``/dev/shm``, after stopping mount propagation. What
+    the process and its children create in ``/dev/shm`` from then on (POSIX shared memory
+    and semaphores, torch's CUDA IPC reference counts, CUDA's IPC events) lies there: no
+    other worker sees it, and it is gone with the namespace's last process.
+
+    A memory file system, not a folder of the scratch folder bind-mounted there: CUDA
+    creates its interprocess events only on one (on an H200 with driver 580, an event's
+    IPC handle in a folder of an ext4 disk is ``invalid argument``)."""
     _mount(None, b"/", None, _MS_REC | _MS_PRIVATE)
-    _mount(os.fsencode(folder), b"/dev/shm", None, _MS_BIND)
-    return folder
+    _mount(b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"size={PRIVATE_SHM_BYTES},mode=1777".encode())
 
 
 def set_parent_death_signal() -> None:
@@ -475,8 +473,8 @@ def enter_namespaces(isolate_uid: int | None, scratch: Path, private_shm: bool =
     user namespace to that unprivileged uid and gives it ``scratch``; otherwise the
     caller's own uid is mapped (unprivileged user namespaces).
 
-    With ``private_shm``, ``scratch/dev-shm`` is mounted over ``/dev/shm`` in the new mount
-    namespace (:func:`mount_private_shm`) before anything else runs there; a failure
+    With ``private_shm``, a memory file system of the worker's own is mounted over
+    ``/dev/shm`` in the new mount namespace (:func:`mount_private_shm`) before anything else runs there; a failure
     raises :class:`IsolationError` (the worker does not start).
 
     :returns: in the supervisor, the pid of the new PID 1 (as this namespace numbers it;
@@ -532,7 +530,7 @@ def enter_namespaces(isolate_uid: int | None, scratch: Path, private_shm: bool =
     os.close(ready_write)
     os.close(done_read)
     if private_shm:
-        mount_private_shm(scratch)
+        mount_private_shm()
     child = os.fork()
     if child == 0:
         set_parent_death_signal()

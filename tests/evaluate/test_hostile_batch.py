@@ -142,7 +142,7 @@ def test_the_sandbox_keeps_the_parents_files_out_of_reach(example_problems, tmp_
     """A candidate cannot read a file of the caller's, nor write beside it (with Landlock);
     nor leave a file in the machine's /dev/shm (a tmpfs: a file left there outlives the
     run and holds the machine's memory; before, the cheat poison_shared_files left its
-    sitecustomize.py there): its /dev/shm is a folder of its own, or not writable."""
+    sitecustomize.py there): its /dev/shm is a memory file system of its own, or not writable."""
     import uuid
 
     from kz_core.evaluate.isolation import support
@@ -181,7 +181,7 @@ def test_the_sandbox_keeps_the_parents_files_out_of_reach(example_problems, tmp_
 
 
 def test_each_candidate_has_a_dev_shm_of_its_own(example_problems):
-    """Where namespaces allow, a candidate's /dev/shm is a folder of its own: it can use it
+    """Where namespaces allow, a candidate's /dev/shm is a memory file system of its own: it can use it
     (Python's multiprocessing keeps its semaphores there; on a GPU torch's CUDA IPC keeps
     its counts there), and a file it leaves is seen neither by the candidate after it
     nor in the machine's /dev/shm. Before, every sandboxed process of a GPU run shared the

@@ -193,12 +193,15 @@ needs_private_shm = pytest.mark.skipif(not SUPPORT.private_shm, reason="no priva
 
 
 @needs_private_shm
-def test_a_workers_dev_shm_is_a_folder_of_its_own(tmp_path):
-    """With ``private_shm``, what a worker (and a child it starts) creates in /dev/shm lies
-    in its scratch folder's ``dev-shm``: the machine's /dev/shm, where every sandboxed
-    process of a GPU run wrote before (torch's CUDA IPC counts, CUDA's IPC events, a
-    candidate's own files), gets nothing, and a file of the machine's /dev/shm is not
-    seen. Without it, the worker sees the machine's."""
+def test_a_workers_dev_shm_is_a_memory_file_system_of_its_own(tmp_path):
+    """With ``private_shm``, a worker (and a child it starts) has a ``/dev/shm`` of its own:
+    a memory file system of ``PRIVATE_SHM_BYTES``, where what it creates lies (the child
+    sees the worker's file); the machine's /dev/shm, where every sandboxed process of a GPU
+    run wrote before (torch's CUDA IPC counts, CUDA's IPC events, a candidate's own files),
+    gets nothing, and a file of the machine's /dev/shm is not seen. Without it, the worker
+    sees the machine's. (A folder of the scratch folder bind-mounted there, the version
+    before this one, passed the same checks on the CPU, but CUDA makes no IPC event on a
+    disk's file system: its size is what tells them apart here.)"""
     import uuid
 
     name = f"kz-shm-test-{uuid.uuid4().hex}"
@@ -213,18 +216,19 @@ def test_a_workers_dev_shm_is_a_folder_of_its_own(tmp_path):
             _, status = os.waitpid(inner, 0)
             return os.waitstatus_to_exitcode(status)
         sees_outside = Path(f"/dev/shm/{name}-outside").exists()
+        Path(f"/dev/shm/{name}").write_text("the worker's")
         child = os.fork()
         if child == 0:
-            Path(f"/dev/shm/{name}").write_text("the worker's")
-            os._exit(0)
-        os.waitpid(child, 0)
-        os._exit(10 + sees_outside)
+            os._exit(0 if Path(f"/dev/shm/{name}").read_text() == "the worker's" else 1)
+        _, status = os.waitpid(child, 0)
+        stat = os.statvfs("/dev/shm")
+        sized = stat.f_blocks * stat.f_frsize == isolation.PRIVATE_SHM_BYTES
+        os._exit(10 + sees_outside + 2 * sized + 4 * (os.waitstatus_to_exitcode(status) != 0))
 
     try:
-        assert in_child(lambda: body(True)) == 10
-        assert (scratch / isolation.PRIVATE_SHM / name).read_text() == "the worker's"
+        assert in_child(lambda: body(True)) == 12  # its own, of its size, shared with its child
         assert not (Path("/dev/shm") / name).exists()
-        (scratch / isolation.PRIVATE_SHM / name).unlink()
+        assert not list(scratch.iterdir())
         assert in_child(lambda: body(False)) == 11  # the version before: the machine's /dev/shm
         assert (Path("/dev/shm") / name).exists()
     finally:
