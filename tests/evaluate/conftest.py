@@ -27,10 +27,11 @@ def cheat_header(path: Path) -> dict[str, str]:
 
 
 def wrong_output_family(check: str) -> set[str]:
-    """The checks that count as catching a cheat expected to be caught by ``check``:
-    unwritten memory reads back as NaN poison on a GPU, so ``mismatch`` may be reported
-    as ``non_finite`` there."""
-    return {"mismatch", "non_finite"} if check == "mismatch" else {check}
+    """The checks that count as catching a cheat whose header names ``check`` (one check,
+    or alternatives joined by ``|``): unwritten memory reads back as NaN poison on a GPU,
+    so ``mismatch`` may be reported as ``non_finite`` there."""
+    names = set(check.split("|"))
+    return names | {"non_finite"} if "mismatch" in names else names
 
 
 def cheat_paths() -> list[Path]:
