@@ -181,6 +181,9 @@ for what in "$@"; do
       monitors=(); tag="w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}"
       nvidia-smi dmon -s um -d 1 -o T > "$OUT/dmon_$tag.txt" 2>&1 & monitors+=($!)
       vmstat -n 1 > "$OUT/vmstat_$tag.txt" 2>&1 & monitors+=($!)
+      # Which process holds the GPU's memory, once a second (the log's "started ... worker
+      # pid N" lines name each pid's role): memory no reservation covers shows here.
+      while sleep 1; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | sed "s/^/$(date +%s.%N | cut -c1-14) /"; done > "$OUT/apps_$tag.txt" 2>&1 & monitors+=($!)
       KZ_CACHE_DIR=$(mktemp -d) stage "throughput_w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}" timeout "${KZ_EVAL_S:-300}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --level 1 --limit "${KZ_EVAL_LIMIT:-100}" ${KZ_EVAL_IDS:+--ids "$KZ_EVAL_IDS"} --device cuda --workers "${KZ_EVAL_WORKERS:-4}" --passes "${KZ_EVAL_PASSES:-1}" \
         "${sets[@]}" --out "$OUT/throughput_w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}.json"
