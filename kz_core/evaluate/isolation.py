@@ -474,8 +474,8 @@ def enter_namespaces(isolate_uid: int | None, scratch: Path, private_shm: bool =
     caller's own uid is mapped (unprivileged user namespaces).
 
     With ``private_shm``, a memory file system of the worker's own is mounted over
-    ``/dev/shm`` in the new mount namespace (:func:`mount_private_shm`) before anything else runs there; a failure
-    raises :class:`IsolationError` (the worker does not start).
+    ``/dev/shm`` in the new mount namespace (:func:`mount_private_shm`) before anything
+    else runs there; a failure raises :class:`IsolationError` (the worker does not start).
 
     :returns: in the supervisor, the pid of the new PID 1 (as this namespace numbers it;
         killing it ends everything in the namespace); in the worker, 0.
