@@ -137,6 +137,8 @@ def kill_marked_processes(marker: str) -> int:
     return killed
 
 
+#: How long killing a worker waits for it to exit (as for a worker started directly).
+KILL_WAIT_S = 10.0
 #: Roles whose workers are forked fresh by the zygote for each candidate.
 SANDBOXED_ROLES = frozenset({"candidate", "executor"})
 #: Roles of ``BackendInfo.environment``.
@@ -536,13 +538,18 @@ class WorkerProcess:
             # then its supervisor, which kills whatever is left below it.
             if self._worker_handle is not None:
                 self._worker_handle.send(signal.SIGKILL)
+                # Until it has exited: its GPU memory is not yet the driver's again (the
+                # caller gives the candidate's reservation back next; on an H200 a burst
+                # of candidates ran out of memory with no reservation held) and its
+                # kernels may still run beside the next one's timing.
+                self._worker_handle.wait_gone(KILL_WAIT_S)
                 self._worker_handle.close()
             self.process.terminate()
         else:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=KILL_WAIT_S)
             kill_marked_processes(self.marker)
         with contextlib.suppress(OSError):
             self.sock.close()
@@ -594,6 +601,18 @@ class _ProcessHandle:
                 signal.pidfd_send_signal(self.fd, signum)
             elif self.by_number:
                 os.kill(self.pid, signum)
+
+    def wait_gone(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds for the process to exit (its pidfd turns
+        readable once it has: its files are closed, a GPU's memory among them); whether it
+        did. Without a pidfd, nothing is waited for."""
+        if self.fd is None:
+            return not self.by_number
+        import select
+
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        return bool(poller.poll(int(timeout * 1000)))
 
     def close(self) -> None:
         if self.fd is not None:

@@ -237,3 +237,33 @@ def test_a_worker_that_ended_is_never_signalled_by_its_old_process_id(monkeypatc
     live = subprocess.Popen(["sleep", "60"])
     sandbox._ProcessHandle(live.pid).send(signal.SIGKILL)
     assert live.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_a_killed_worker_has_exited_when_kill_returns(tmp_path):
+    """Killing a sandboxed worker waits for it to exit (its pidfd turns readable): the caller
+    gives the candidate's GPU memory reservation back right after, and on an H200 a burst
+    of candidates ran out of memory while no reservation was held. The version before sent
+    SIGKILL and returned at once, while a worker of a few hundred megabytes was still
+    tearing down (and on a GPU, with its kernels and its memory still there)."""
+    import select
+
+    from kz_core.evaluate import sandbox
+    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
+
+    settings = SandboxSettings(scratch_root=tmp_path)
+    zygote = ZygoteProcess("cpu", settings)
+    pool = WorkerPool("cpu", "candidate", 1, settings, zygote=zygote)
+    try:
+        for _ in range(3):
+            with pool.acquire() as worker:
+                mine = sandbox._ProcessHandle(worker.worker_pid)
+                if mine.fd is None:
+                    pytest.skip("this kernel has no pidfds: nothing tells kz a worker has exited")
+                worker.kill()
+                poller = select.poll()
+                poller.register(mine.fd, select.POLLIN)
+                assert poller.poll(0), "kill() returned before the worker had exited"
+                mine.close()
+    finally:
+        pool.close()
+        zygote.close()
