@@ -307,11 +307,7 @@ def streams_created() -> int:
     return _streams_created
 
 
-_SHARED_FIELDS = {
-    "device": int, "handle": bytes, "storage_size": int, "storage_offset_bytes": int,
-    "ref_counter_handle": bytes, "ref_counter_offset": int, "event_handle": bytes,
-    "event_sync_required": bool, "dtype": str, "offset": int,
-}
+_SHARED_FIELDS = {"device": int, "handle": bytes, "storage_size": int, "storage_offset_bytes": int, "dtype": str, "offset": int}
 
 
 #: The reference counts of the tensors this process shared (torch's CUDA IPC keeps them in
@@ -334,13 +330,12 @@ def share_cuda_tensor(tensor: torch.Tensor) -> dict[str, Any]:
     itself when the evaluator's next request comes.
     """
     torch.cuda.synchronize(tensor.device)
-    (device, handle, size, offset_bytes, ref_handle, ref_offset, event_handle, event_sync) = tensor.untyped_storage()._share_cuda_()
+    (device, handle, size, offset_bytes, ref_handle, ref_offset, _event, _sync) = tensor.untyped_storage()._share_cuda_()
     _shared_counters.append((bytes(ref_handle), int(ref_offset)))
+    # The count and the event stay here: the receiver uses neither (open_shared_cuda_tensor).
     return {
         "device": int(device), "handle": bytes(handle), "storage_size": int(size), "storage_offset_bytes": int(offset_bytes),
-        "ref_counter_handle": bytes(ref_handle), "ref_counter_offset": int(ref_offset), "event_handle": bytes(event_handle or b""),
-        "event_sync_required": bool(event_sync), "dtype": str(tensor.dtype).removeprefix("torch."), "offset": tensor.storage_offset(),
-        "shape": list(tensor.shape), "stride": list(tensor.stride()),
+        "dtype": str(tensor.dtype).removeprefix("torch."), "offset": tensor.storage_offset(), "shape": list(tensor.shape), "stride": list(tensor.stride()),
     }
 
 
