@@ -29,6 +29,9 @@
 # Ray (issue 19 item 4; the wheel in two parts from benchmarks/ray_wheels.sh), two calls:
 #   benchmarks/gpu_session.sh ray-p1                      (carrying .ray/p1)
 #   benchmarks/gpu_session.sh setup ray-setup ray-bench   (carrying .ray/p2, .whl, .kb)
+# The evaluator's GPU checks in one call (the suites, then every cheat once as a table):
+#   KZ_TESTS_PATHS="tests/evaluate/test_gpu.py tests/evaluate/test_honest.py" KZ_TESTS_S_test_gpu=270 \
+#     benchmarks/gpu_session.sh setup tests cheat-table
 # Stage time limits (seconds) come from KZ_<STAGE>_S, e.g. KZ_COEVOLVE_S=420.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
@@ -168,6 +171,8 @@ for what in "$@"; do
         limit="KZ_TESTS_S_$(basename "$path" .py)"
         stage "tests_$(basename "$path" .py)" timeout "${!limit:-${KZ_TESTS_S:-300}}" $PY -m pytest -m gpu "$path" -v -rfEs --tb=short -p no:cacheprovider ${KZ_TESTS_K:+-k "$KZ_TESTS_K"}
       done ;;
+    cheat-table)  # every cheat of tests/cheats/ once, its verdict and deciding check (docs/security.md)
+      stage cheat_table timeout "${KZ_CHEATS_S:-300}" $PY benchmarks/cheat_table.py --device cuda --out "$OUT/cheats_cuda.json" ;;
     first-use) stage first_use timeout "${KZ_FIRST_USE_S:-120}" $PY benchmarks/first_use_costs.py --repeat "${KZ_FIRST_USE_REPEAT:-2}" ;;
     spread) stage timing_spread timeout "${KZ_SPREAD_S:-240}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --methods "${KZ_SPREAD_METHODS:-graph,events}" --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
     bench-eval)
