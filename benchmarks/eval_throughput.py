@@ -67,7 +67,7 @@ def main() -> None:
     ).eval
     passes: list[dict] = []
 
-    def save(current: dict | None = None) -> None:
+    def save(current: dict | None = None, quiet: bool = False) -> None:
         """The report so far (a pass in progress included, marked ``cut`` until it ends):
         written after every tenth result too, so that a run cut by a time limit keeps its
         per-candidate stages and eager times."""
@@ -80,7 +80,7 @@ def main() -> None:
             "versions": versions(),
             "passes": passes + ([current] if current else []),
         }
-        write_json(args.out, report, quiet=current is not None)  # a pass in progress: the log has its lines already
+        write_json(args.out, report, quiet=quiet or current is not None)  # a pass in progress: the log has its lines already
 
     with Evaluator(problems, config) as evaluator:
         evaluator.warm_up()
@@ -125,6 +125,7 @@ def main() -> None:
                     f"at least {memory['floor_s']} s of the pass's {passes[-1]['seconds']} s, packed perfectly",
                     flush=True,
                 )
+            save(quiet=True)  # each finished pass at once: closing the evaluator takes a while on a GPU
     save()
 
 
