@@ -7,10 +7,10 @@ candidate code runs (``kz_core/evaluate/zygote.py``):
   runs as root), a PID namespace (the candidate's process and the namespace's init: it
   cannot see or signal other processes, and everything it starts dies with it; it has a
   process id no other sandboxed process has), a mount namespace with a fresh
-  ``/proc`` and a private ``/dev/shm`` (a folder in its own scratch folder: POSIX shared
+  ``/proc`` and a private ``/dev/shm`` (a memory file system of its own: POSIX shared
   memory, torch's CUDA IPC reference counts and CUDA's IPC events of one worker are
-  nobody else's), a network namespace (no interfaces) and an IPC namespace (no System V shared
-  memory with anyone);
+  nobody else's), a network namespace (no interfaces) and an IPC namespace (no System V
+  shared memory with anyone);
 - **Landlock**: the filesystem is read-only except the child's scratch folder (and the
   device files CUDA needs); the journal, caches and run folders are not even readable;
   signals and abstract Unix sockets cannot leave the sandbox (ABI 6);
@@ -212,8 +212,8 @@ class Support:
     :ivar user_namespace: a child can create a user namespace (and, inside it, the others).
     :ivar pid_namespace: a child can be PID 1 of a PID namespace of its own.
     :ivar proc_mount: a fresh ``/proc`` can be mounted in that namespace.
-    :ivar private_shm: a folder of the worker's own can be mounted over ``/dev/shm`` in
-        that namespace (else, on a GPU, workers share the machine's ``/dev/shm``).
+    :ivar private_shm: a memory file system of the worker's own can be mounted over
+        ``/dev/shm`` in that namespace (else, on a GPU, workers share the machine's).
     :ivar separate_uid: each candidate runs as an unprivileged user of its own (kz runs as
         root, so it can map one).
     :ivar architecture: ``platform.machine()``.

@@ -335,9 +335,9 @@ def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str
     # and CUDA its IPC events (executors share outputs with reference workers; so do
     # candidate workers of backends without trusted kernels); Python's multiprocessing
     # keeps its semaphores there. In namespaces each worker has a /dev/shm of its own (a
-    # memory file system, isolation.mount_private_shm), writable on every
-    # device. Without, the machine's is writable only on a GPU, which needs it: a file
-    # left there outlives the run and takes the machine's memory (it is a tmpfs).
+    # memory file system, isolation.mount_private_shm), writable on every device.
+    # Without, the machine's is writable only on a GPU, which needs it: a file left there
+    # outlives the run and takes the machine's memory (it is a tmpfs).
     private_shm = bool(support.pid_namespace and support.private_shm)
     write = [str(scratch), *(["/dev/shm"] if private_shm or device.startswith("cuda") else [])]
     if role == "executor":
