@@ -238,7 +238,7 @@ def test_a_workers_dev_shm_is_a_memory_file_system_of_its_own(tmp_path):
 
 def test_dev_shm_is_writable_where_it_is_private_and_on_a_gpu_only_otherwise(tmp_path):
     """The sandbox spec: /dev/shm is writable in a private namespace on every device (the
-    worker's own folder: Python's semaphores work there), and without one only on a GPU
+    worker's own memory file system: Python's semaphores work there), and without one only on a GPU
     (which needs it for CUDA IPC); the zygote is told to mount it."""
     from kz_core.evaluate.sandbox import SandboxSettings, sandbox_spec
 
