@@ -8,6 +8,8 @@ every cheat in the suite is caught on the GPU too, including those that only mat
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kz_core.model import Candidate, Severity, Verdict
@@ -336,7 +338,7 @@ def _share_and_release(connection, release: bool) -> None:
 
 
 @pytest.mark.parametrize("release", [True, False], ids=["released", "never-released"])
-def test_gpu_a_shared_output_is_read_by_its_handle_and_freed_once_given_back(release):
+def test_gpu_a_shared_output_is_read_by_its_handle_and_freed_once_given_back(release, monkeypatch):
     """The receiver opens the memory handle alone (no count, no event of the sender's: they
     live in the sender's /dev/shm, a private one in the sandbox) and reads the sender's
     values; the sender's memory is freed when it gives its count back, and kept (torch's
@@ -350,6 +352,10 @@ def test_gpu_a_shared_output_is_read_by_its_handle_and_freed_once_given_back(rel
     if not torch.cuda.is_available():
         pytest.skip("needs an NVIDIA GPU")
     torch.cuda.init()
+    # The spawned sender imports this module by its name under --import-mode=importlib
+    # (tests.evaluate.test_gpu): the repository's root must be on the path it inherits,
+    # which `python -P` (the GPU session's) leaves out.
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     context = multiprocessing.get_context("spawn")
     mine, theirs = context.Pipe()
     sender = context.Process(target=_share_and_release, args=(theirs, release))
