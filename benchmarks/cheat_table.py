@@ -14,8 +14,10 @@ import argparse
 import collections
 import re
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import versions, write_json  # noqa: E402
@@ -62,24 +64,35 @@ def main() -> None:
         candidates.append(Candidate(header["problem"], backend, path.read_text(), sample_id=name))
     config = load_config(None, [f"eval.device={args.device}", f"eval.workers={args.workers}", "eval.cache=false", "eval.baselines=[eager]"]).eval
     started = time.perf_counter()
-    with Evaluator(load_problems("examples").problems, config) as evaluator:
-        results = evaluator.evaluate(candidates)
-        sandbox = getattr(evaluator, "isolation", None)
-        isolation = sandbox.summary() if sandbox is not None else "none (an evaluator without the sandbox)"
-    rows = []
-    for result in results:
+
+    def row(result: Any) -> dict[str, Any]:
         header = headers[result.sample_id]
         decisive = next((f.check for f in result.findings if f.severity is Severity.ERROR), "")
-        rows.append(
-            {
-                "cheat": result.sample_id,
-                "class": header.get("class", ""),
-                "verdict": result.verdict.value,
-                "check": decisive,
-                "expected": header["expect"],
-                "caught": result.verdict.value != "correct",
-            }
-        )
+        return {
+            "cheat": result.sample_id,
+            "class": header.get("class", ""),
+            "verdict": result.verdict.value,
+            "check": decisive,
+            "expected": header["expect"],
+            "caught": result.verdict.value != "correct",
+        }
+
+    finished: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def save(result: Any) -> None:
+        # Each row as it is judged (a run cut by a time limit keeps what it finished),
+        # marked cut until the table is whole.
+        with lock:
+            finished.append(row(result))
+            if args.out:
+                write_json(args.out, {"benchmark": "cheat_table", "device": args.device, "cut": True, "of": len(candidates), "rows": finished})
+
+    with Evaluator(load_problems("examples").problems, config) as evaluator:
+        results = evaluator.evaluate(candidates, progress=save)
+        sandbox = getattr(evaluator, "isolation", None)
+        isolation = sandbox.summary() if sandbox is not None else "none (an evaluator without the sandbox)"
+    rows = [row(result) for result in results]
     by_class = collections.defaultdict(list)
     for row in rows:
         by_class[row["class"]].append(row)

@@ -172,7 +172,7 @@ for what in "$@"; do
         stage "tests_$(basename "$path" .py)" timeout "${!limit:-${KZ_TESTS_S:-300}}" $PY -m pytest -m gpu "$path" -v -rfEs --tb=short -p no:cacheprovider ${KZ_TESTS_K:+-k "$KZ_TESTS_K"}
       done ;;
     cheat-table)  # every cheat of tests/cheats/ once, its verdict and deciding check (docs/security.md)
-      stage cheat_table timeout "${KZ_CHEATS_S:-300}" $PY benchmarks/cheat_table.py --device cuda --out "$OUT/cheats_cuda.json" ;;
+      stage cheat_table timeout "${KZ_CHEATS_S:-300}" $PY benchmarks/cheat_table.py --device cuda --workers "${KZ_CHEATS_WORKERS:-8}" --out "$OUT/cheats_cuda.json" ;;
     first-use) stage first_use timeout "${KZ_FIRST_USE_S:-120}" $PY benchmarks/first_use_costs.py --repeat "${KZ_FIRST_USE_REPEAT:-2}" ;;
     spread) stage timing_spread timeout "${KZ_SPREAD_S:-240}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --methods "${KZ_SPREAD_METHODS:-graph,events}" --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
     bench-eval)
