@@ -86,7 +86,7 @@ def main() -> None:
         with lock:
             finished.append(row(result))
             if args.out:
-                write_json(args.out, {"benchmark": "cheat_table", "device": args.device, "cut": True, "of": len(candidates), "rows": finished})
+                write_json(args.out, {"benchmark": "cheat_table", "device": args.device, "cut": True, "of": len(candidates), "rows": finished}, quiet=True)
 
     with Evaluator(load_problems("examples").problems, config) as evaluator:
         results = evaluator.evaluate(candidates, progress=save)
