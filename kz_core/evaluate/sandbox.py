@@ -532,6 +532,7 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """Kill the worker and everything it started; idempotent."""
+        first, started = not self.retired, time.perf_counter()
         self.retired = True
         if isinstance(self.process, _ForkedProcess):
             # The worker first (in its own PID namespace, that ends every process in it),
@@ -553,6 +554,8 @@ class WorkerProcess:
             kill_marked_processes(self.marker)
         with contextlib.suppress(OSError):
             self.sock.close()
+        if first and self.contention is not None:  # diagnostics only: what waiting for the exit costs
+            self.contention.record_request(f"{self.role} kill", time.perf_counter() - started)
 
     def shutdown(self) -> None:
         """Ask the worker to exit, then make sure it and its children are gone."""
