@@ -530,9 +530,11 @@ class WorkerProcess:
                 self.contention.record_peak(f"{self.role} {request.get('op')}", peak, self.problem_hash)
         return reply
 
-    def kill(self) -> None:
-        """Kill the worker and everything it started; idempotent."""
-        first, started = not self.retired, time.perf_counter()
+    def kill(self, *, record: bool = True) -> None:
+        """Kill the worker and everything it started; idempotent. ``record``: count the
+        wait for its exit in the request times (``<role> kill``; not for a worker that
+        was asked to exit and had the time to)."""
+        first, started = record and not self.retired, time.perf_counter()
         self.retired = True
         if isinstance(self.process, _ForkedProcess):
             # The worker first (in its own PID namespace, that ends every process in it),
@@ -576,7 +578,7 @@ class WorkerProcess:
         if not self.retired:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=5)
-        self.kill()
+        self.kill(record=False)
         _remove_tree(self.scratch)
 
 
