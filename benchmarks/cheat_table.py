@@ -65,7 +65,7 @@ def main() -> None:
     config = load_config(None, [f"eval.device={args.device}", f"eval.workers={args.workers}", "eval.cache=false", "eval.baselines=[eager]"]).eval
     started = time.perf_counter()
 
-    def row(result: Any) -> dict[str, Any]:
+    def table_row(result: Any) -> dict[str, Any]:
         header = headers[result.sample_id]
         decisive = next((f.check for f in result.findings if f.severity is Severity.ERROR), "")
         return {
@@ -84,7 +84,7 @@ def main() -> None:
         # Each row as it is judged (a run cut by a time limit keeps what it finished),
         # marked cut until the table is whole.
         with lock:
-            finished.append(row(result))
+            finished.append(table_row(result))
             if args.out:
                 write_json(args.out, {"benchmark": "cheat_table", "device": args.device, "cut": True, "of": len(candidates), "rows": finished}, quiet=True)
 
@@ -92,7 +92,7 @@ def main() -> None:
         results = evaluator.evaluate(candidates, progress=save)
         sandbox = getattr(evaluator, "isolation", None)
         isolation = sandbox.summary() if sandbox is not None else "none (an evaluator without the sandbox)"
-    rows = [row(result) for result in results]
+    rows = [table_row(result) for result in results]
     by_class = collections.defaultdict(list)
     for row in rows:
         by_class[row["class"]].append(row)
