@@ -16,7 +16,9 @@ what the workers measured.
   time, builtins, sys, triton, ...), or ``setattr`` on them.
 - ``frame_inspection``: reading other frames or the heap (``sys._getframe``,
   ``inspect.stack``, ``gc.get_objects``, ``f_back``, ``f_locals``, ...).
-- ``seed_tampering``: seeding or restoring random generators.
+- ``seed_tampering``: seeding or restoring random generators in a function or class
+  (at module level, where it runs once at import before kz draws any input, it is the
+  warning ``seed_at_import``).
 - ``global_flags``: changing process-wide numerics (TF32, cuDNN, default dtype, matmul
   precision).
 - ``thread_or_stream``: threads, processes or CUDA streams created by the candidate.
@@ -29,7 +31,7 @@ from __future__ import annotations
 import ast
 
 from kz_core.hookspecs import hookimpl
-from kz_core.model import Finding
+from kz_core.model import Finding, Severity
 from kz_core.source import dotted_name, parse_tree, string_constants
 
 #: Checks whose error means the reply held no usable candidate (verdict ``format_error``).
@@ -218,13 +220,41 @@ def _check_monkeypatch_and_flags(tree: ast.Module) -> list[Finding]:
     return findings
 
 
+def _import_time_nodes(tree: ast.Module) -> set[int]:
+    """The ids of the nodes that run once, when the module is imported: its top-level
+    statements, outside any function, lambda or class body."""
+    found: set[int] = set()
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue  # its body runs later (a decorator's or a default's call is judged as if it did)
+        found.add(id(node))
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def _check_calls(tree: ast.Module) -> list[Finding]:
     findings = []
+    at_import = _import_time_nodes(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             callee = dotted_name(node.func)
             if callee in FRAME_CALLS:
                 findings.append(_finding("frame_inspection", f"the source calls {callee}, which reads other frames or objects", node))
+            elif callee in SEED_CALLS and id(node) in at_import:
+                # Triton's tutorials, and kernels published from them, seed at module level
+                # before their local tests. That runs once, when the candidate is loaded,
+                # before kz draws any input: from a fresh secret seed, and for the trials in
+                # another process. Said, not rejected.
+                findings.append(
+                    Finding(
+                        "seed_at_import",
+                        f"the source calls {callee} when it is imported; kz draws every input afterwards, from secret seeds, so it changes nothing",
+                        Severity.WARNING,
+                        line=getattr(node, "lineno", None),
+                    )
+                )
             elif callee in SEED_CALLS:
                 findings.append(_finding("seed_tampering", f"the source calls {callee}; inputs come from secret seeds the candidate must not touch", node))
             elif callee in CONCURRENCY_CALLS:

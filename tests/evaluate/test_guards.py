@@ -40,6 +40,9 @@ def test_honest_example_candidates_pass_every_static_guard(path):
         ("import sys\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return sys._getframe(1).f_locals['out']\n", "frame_inspection"),
         ("import gc\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return [o for o in gc.get_objects()][0]\n", "frame_inspection"),
         ("class ModelNew(nn.Module):\n    def forward(self, x):\n        torch.manual_seed(0)\n        return x\n", "seed_tampering"),
+        ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        torch.manual_seed(0)\n", "seed_tampering"),
+        ("reseed = lambda: torch.manual_seed(0)\nclass ModelNew(nn.Module):\n    pass\n", "seed_tampering"),
+        ("class ModelNew(nn.Module):\n    torch.manual_seed(0)\n", "seed_tampering"),
         ("torch.backends.cuda.matmul.allow_tf32 = True\nclass ModelNew(nn.Module):\n    pass\n", "global_flags"),
         ("torch.set_float32_matmul_precision('medium')\nclass ModelNew(nn.Module):\n    pass\n", "global_flags"),
         ("import threading\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        threading.Thread(target=print).start()\n        return x\n", "thread_or_stream"),
@@ -50,6 +53,21 @@ def test_honest_example_candidates_pass_every_static_guard(path):
 )
 def test_each_guard_catches_its_hack(code, check):
     assert check in errors(code)
+
+
+def test_seeding_at_import_is_a_warning_not_a_rejection():
+    """Triton's tutorials, and kernels published from them, seed torch at module level
+    before their local tests. That runs once, when the candidate is loaded, before kz draws
+    any input (from secret seeds; for the trials in another process): said, not rejected.
+    Seeding in a function or class body, which can run between a draw's seeding and its
+    draw, is still rejected (above; ``tests/cheats/triton/seed_at_import_regenerate.py`` is
+    the import-time version of the regenerating cheat, wrong on kz's inputs)."""
+    code = "import random\nimport numpy as np\ntorch.manual_seed(0)\nif True:\n    np.random.seed(1)\nfor _ in range(2):\n    random.seed(2)\nclass ModelNew(nn.Module):\n    pass\n"
+    findings = check_source(HEADER + code, "1_vector_add")
+    assert [f.check for f in findings] == ["seed_at_import"] * 3
+    assert {f.severity for f in findings} == {Severity.WARNING}
+    assert sorted(f.line for f in findings) == [5, 7, 9]
+    assert decide_verdict(findings) is Verdict.CORRECT
 
 
 def test_reraising_handlers_are_not_fallbacks():
