@@ -116,11 +116,14 @@ def _plain_value(node: ast.AST | None) -> bool:
     return False
 
 
-def _harmless_call(node: ast.AST) -> bool:
+def _harmless_call(node: ast.AST, any_arguments: bool = False) -> bool:
+    """A call of a logging or conversion function, on plain values (or on anything, with
+    ``any_arguments``: in a handler that raises afterwards, whatever it logs is never
+    returned)."""
     if not isinstance(node, ast.Call):
         return False
     name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id if isinstance(node.func, ast.Name) else ""
-    return name in _HARMLESS_CALLS and all(_plain_value(arg) or isinstance(arg, ast.JoinedStr) for arg in node.args)
+    return name in _HARMLESS_CALLS and (any_arguments or all(_plain_value(arg) or isinstance(arg, ast.JoinedStr) for arg in node.args))
 
 
 def _handler_computes(handler: ast.ExceptHandler) -> bool:
@@ -131,12 +134,15 @@ def _handler_computes(handler: ast.ExceptHandler) -> bool:
     caught = handler.type
     names = [caught] if not isinstance(caught, ast.Tuple) else list(caught.elts)
     import_guard = caught is not None and all(isinstance(n, ast.Name) and n.id in _GUARD_EXCEPTIONS for n in names)
+    # ``except RuntimeError as e: logger.error(f"...{e}", exc_info=e); raise``: it logs what
+    # failed, then raises; nothing it logs can be returned.
+    reraises = bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
     for stmt in handler.body:
         if isinstance(stmt, (ast.Raise, ast.Pass, ast.Break, ast.Continue)):
             continue
         if import_guard and isinstance(stmt, (ast.Import, ast.ImportFrom)):
             continue  # ``except ImportError: from triton.language.extra.cuda import libdevice``
-        if isinstance(stmt, ast.Expr) and (isinstance(stmt.value, ast.Constant) or _harmless_call(stmt.value)):
+        if isinstance(stmt, ast.Expr) and (isinstance(stmt.value, ast.Constant) or _harmless_call(stmt.value, any_arguments=reraises)):
             continue
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _plain_value(stmt.value):
             continue

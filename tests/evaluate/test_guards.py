@@ -75,6 +75,34 @@ def test_reraising_handlers_are_not_fallbacks():
     assert errors(code) == []
 
 
+@pytest.mark.parametrize(
+    "handler",
+    [
+        "warnings.warn(str(e), RuntimeWarning)\n        raise",
+        "logger.error('kernel failed on %s: %s', tuple(x.shape), e, exc_info=True)\n        raise RuntimeError('kernel failed') from e",
+        "print(f'failed: {e!r}', type(e).__name__)\n        raise",
+    ],
+    ids=["warn", "log_and_raise_from", "print"],
+)
+def test_a_handler_that_logs_what_failed_and_raises_is_not_a_fallback(handler):
+    """Published kernels log the failure (with its message, the shapes, the exception)
+    and raise again: whatever such a handler logs, it cannot be returned. The version
+    before accepted only plain values as the log call's arguments and rejected these as
+    ``try_except_fallback``."""
+    code = f"import warnings\nclass ModelNew(nn.Module):\n  def forward(self, x):\n    try:\n        return k(x)\n    except RuntimeError as e:\n        {handler}\n"
+    assert errors(code) == []
+
+
+@pytest.mark.parametrize(
+    "handler",
+    ["print(torch.relu(x))", "print(torch.relu(x))\n        return torch.relu(x)", "self.out = torch.relu(x)\n        raise"],
+    ids=["logs_without_raising", "logs_then_returns", "computes_then_raises"],
+)
+def test_a_handler_that_computes_is_a_fallback_even_beside_a_log(handler):
+    code = f"class ModelNew(nn.Module):\n  def forward(self, x):\n    try:\n        return k(x)\n    except RuntimeError as e:\n        {handler}\n"
+    assert "try_except_fallback" in errors(code)
+
+
 MODEL_WITH_FALLBACK = """
     class ModelNew(nn.Module):
         def forward(self, x):
