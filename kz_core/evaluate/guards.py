@@ -116,14 +116,35 @@ def _plain_value(node: ast.AST | None) -> bool:
     return False
 
 
-def _harmless_call(node: ast.AST, any_arguments: bool = False) -> bool:
-    """A call of a logging or conversion function, on plain values (or on anything, with
-    ``any_arguments``: in a handler that raises afterwards, whatever it logs is never
-    returned)."""
+#: What a log call's arguments may call, in a handler that raises afterwards.
+_DESCRIBING_CALLS = frozenset({"str", "repr", "type", "tuple", "list", "len", "int", "float", "format", "getattr", "hasattr", "isinstance", "size", "dim"})
+
+
+def _describes(node: ast.AST) -> bool:
+    """An expression that only describes (names, attributes, constants, f-strings,
+    ``str(e)``, ``tuple(x.shape)``...): it calls nothing that could compute an output."""
+    for part in ast.walk(node):
+        if isinstance(part, ast.Call):
+            name = part.func.attr if isinstance(part.func, ast.Attribute) else part.func.id if isinstance(part.func, ast.Name) else ""
+            if name not in _DESCRIBING_CALLS:
+                return False
+        elif isinstance(part, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
+            return False
+    return True
+
+
+def _harmless_call(node: ast.AST, describing: bool = False) -> bool:
+    """A call of a logging or conversion function on plain values, or, with
+    ``describing`` (in a handler that raises afterwards), on anything that only describes
+    what failed (``logger.error("...", tuple(x.shape), e, exc_info=True)``)."""
     if not isinstance(node, ast.Call):
         return False
     name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id if isinstance(node.func, ast.Name) else ""
-    return name in _HARMLESS_CALLS and (any_arguments or all(_plain_value(arg) or isinstance(arg, ast.JoinedStr) for arg in node.args))
+    if name not in _HARMLESS_CALLS:
+        return False
+    if describing:
+        return all(_describes(arg) for arg in node.args) and all(_describes(keyword.value) for keyword in node.keywords)
+    return all(_plain_value(arg) or isinstance(arg, ast.JoinedStr) for arg in node.args)
 
 
 def _handler_computes(handler: ast.ExceptHandler) -> bool:
@@ -134,15 +155,15 @@ def _handler_computes(handler: ast.ExceptHandler) -> bool:
     caught = handler.type
     names = [caught] if not isinstance(caught, ast.Tuple) else list(caught.elts)
     import_guard = caught is not None and all(isinstance(n, ast.Name) and n.id in _GUARD_EXCEPTIONS for n in names)
-    # ``except RuntimeError as e: logger.error(f"...{e}", exc_info=e); raise``: it logs what
-    # failed, then raises; nothing it logs can be returned.
+    # ``except RuntimeError as e: logger.error(f"...{e}", exc_info=e); raise``: it describes
+    # what failed, then raises.
     reraises = bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
     for stmt in handler.body:
         if isinstance(stmt, (ast.Raise, ast.Pass, ast.Break, ast.Continue)):
             continue
         if import_guard and isinstance(stmt, (ast.Import, ast.ImportFrom)):
             continue  # ``except ImportError: from triton.language.extra.cuda import libdevice``
-        if isinstance(stmt, ast.Expr) and (isinstance(stmt.value, ast.Constant) or _harmless_call(stmt.value, any_arguments=reraises)):
+        if isinstance(stmt, ast.Expr) and (isinstance(stmt.value, ast.Constant) or _harmless_call(stmt.value, describing=reraises)):
             continue
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _plain_value(stmt.value):
             continue

@@ -95,10 +95,19 @@ def test_a_handler_that_logs_what_failed_and_raises_is_not_a_fallback(handler):
 
 @pytest.mark.parametrize(
     "handler",
-    ["print(torch.relu(x))", "print(torch.relu(x))\n        return torch.relu(x)", "self.out = torch.relu(x)\n        raise"],
-    ids=["logs_without_raising", "logs_then_returns", "computes_then_raises"],
+    [
+        "print(torch.relu(x))",
+        "print(torch.relu(x))\n        return torch.relu(x)",
+        "self.out = torch.relu(x)\n        raise",
+        "print(self.out.copy_(torch.relu(x)))\n        raise",
+        "logger.error('failed', extra=dict(out=torch.relu(x)))\n        raise",
+    ],
+    ids=["logs_without_raising", "logs_then_returns", "computes_then_raises", "computes_in_a_log_then_raises", "computes_in_a_keyword"],
 )
 def test_a_handler_that_computes_is_a_fallback_even_beside_a_log(handler):
+    """Even in a handler that raises: a caller in the candidate's own code may catch it and
+    return what the handler wrote (the replay would still see torch compute; this is the
+    first filter)."""
     code = f"class ModelNew(nn.Module):\n  def forward(self, x):\n    try:\n        return k(x)\n    except RuntimeError as e:\n        {handler}\n"
     assert "try_except_fallback" in errors(code)
 
