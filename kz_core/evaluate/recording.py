@@ -26,6 +26,8 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 #: The plan format's version (the executor refuses others).
 PLAN_VERSION = 1
+#: The profiler's range operators (``torch.profiler.record_function``): run, never recorded.
+PROFILER_RANGES = frozenset({"_record_function_enter", "_record_function_enter_new", "_record_function_exit"})
 #: The recorder of the forward call being recorded in this process, if any.
 _active: list[Recorder] = []
 #: Tracers a backend adds (``TRACERS.append(factory)``): ``factory(recorder)`` is a context
@@ -342,6 +344,10 @@ class Recorder(TorchDispatchMode):
         if self.suspended:
             return func(*args, **kwargs)
         namespace = getattr(func, "namespace", "")
+        if namespace == "profiler" and func._schema.name.split("::", 1)[1] in PROFILER_RANGES:
+            # A named range for the profiler (``torch.profiler.record_function``, as
+            # instrumented kernels carry): it computes nothing, and the replay leaves it out.
+            return func(*args, **kwargs)
         if namespace != "aten":
             # A custom operator (torch.library.custom_op, triton_op): record what its
             # Python implementation does, not the operator, which the executor cannot run.

@@ -115,3 +115,28 @@ def test_a_recordings_gap_calls_stop_at_their_budget():
     calls.clear()
     assert gap_calls(slow, 5, 0.0) == 5 == len(calls)
     assert gap_calls(slow, 0, 0.05) == 0
+
+
+@pytest.mark.parametrize("api", ["profiler", "autograd"])
+def test_a_profiler_range_in_the_forward_is_run_not_recorded(api):
+    """Instrumented kernels name their launches for the profiler
+    (``torch.profiler.record_function``); the range computes nothing. The version before
+    refused the forward as not replayable (the operator profiler._record_function_enter_new
+    is not aten), so such an honest candidate was a ``runtime_error``; now the range runs
+    while it is recorded and the plan holds only the work, which replays alike."""
+    ranges = torch.profiler.record_function if api == "profiler" else torch.autograd.profiler.record_function
+
+    def forward(x):
+        with ranges("instrumented"):
+            a = x * 2
+            with record_kernel("fake", {"name": "k"}, [1], [a], {}):
+                pass
+        return a + 1
+
+    x = torch.randn(8, 8)
+    recorder = Recorder([x], 1 << 20)
+    plan = recorder.plan(recorder.call(forward, [x]))
+    assert [step.get("op", step.get("kernel", {}).get("name")) for step in plan["steps"]] == [["aten", "mul", "Tensor"], "k", ["aten", "add", "Tensor"]]
+    fresh = torch.randn(8, 8)
+    replay = Replay(plan, [], lambda step, args, options: None, "cpu")
+    torch.testing.assert_close(replay(fresh, provenance={}), fresh * 2 + 1, rtol=0, atol=0)
