@@ -20,7 +20,8 @@ what the workers measured.
   (at module level, where it runs once at import before kz draws any input, it is the
   warning ``seed_at_import``).
 - ``global_flags``: changing process-wide numerics (TF32, cuDNN, default dtype, matmul
-  precision).
+  precision); switching a reduced-precision mode off (``allow_tf32 = False``, matmul
+  precision ``"highest"``) is only noted (``global_flags_strict``, info).
 - ``thread_or_stream``: threads, processes or CUDA streams created by the candidate.
 - ``l2_persistence``: CUDA access-policy windows or persisting-L2 limits, which keep data
   in L2 across timed calls.
@@ -220,6 +221,16 @@ def _root(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
+def _constant(node: ast.AST | None) -> object:
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def _strict_setting(name: str, value: ast.AST | None) -> bool:
+    """``torch.backends....allow_<something> = False``: a reduced-precision mode switched
+    off (TF32, reduced-precision reductions), which only makes numerics stricter."""
+    return name.rsplit(".", 1)[-1].startswith("allow_") and _constant(value) is False
+
+
 def _check_monkeypatch_and_flags(tree: ast.Module) -> list[Finding]:
     findings = []
     for node in ast.walk(tree):
@@ -234,7 +245,11 @@ def _check_monkeypatch_and_flags(tree: ast.Module) -> list[Finding]:
             if not isinstance(target, ast.Attribute):
                 continue
             name = dotted_name(target)
-            if name.startswith(FLAG_TARGET_PREFIXES):
+            if name.startswith(FLAG_TARGET_PREFIXES) and isinstance(node, ast.Assign) and _strict_setting(name, node.value):
+                # ``torch.backends.cuda.matmul.allow_tf32 = False``: the default, or stricter
+                # numerics, set for exact local comparisons; nothing gets faster or less precise.
+                findings.append(Finding("global_flags_strict", f"the source sets {name} = False (no faster, no less precise)", Severity.INFO, line=node.lineno))
+            elif name.startswith(FLAG_TARGET_PREFIXES):
                 findings.append(_finding("global_flags", f"the source changes {name}, a process-wide numerics flag", node))
             elif _root(target) in PROTECTED_MODULES:
                 findings.append(_finding("monkeypatch", f"the source assigns {name or 'an attribute of ' + _root(target)}", node))
@@ -242,7 +257,9 @@ def _check_monkeypatch_and_flags(tree: ast.Module) -> list[Finding]:
             callee = dotted_name(node.func)
             if callee in ("setattr", "delattr", "builtins.setattr") and node.args and _root(node.args[0]) in PROTECTED_MODULES:
                 findings.append(_finding("monkeypatch", f"the source calls {callee} on {dotted_name(node.args[0]) or _root(node.args[0])}", node))
-            if callee in FLAG_CALLS:
+            if callee == "torch.set_float32_matmul_precision" and len(node.args) == 1 and not node.keywords and _constant(node.args[0]) == "highest":
+                findings.append(Finding("global_flags_strict", "the source sets float32 matmul precision to 'highest', the default (no faster, no less precise)", Severity.INFO, line=node.lineno))
+            elif callee in FLAG_CALLS:
                 findings.append(_finding("global_flags", f"the source calls {callee}", node))
     return findings
 

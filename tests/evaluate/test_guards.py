@@ -161,3 +161,37 @@ def test_verdict_precedence():
     assert decide_verdict([f("syntax_error"), f("monkeypatch")]) is Verdict.FORMAT_ERROR
     assert decide_verdict([f("a_plugin_check")]) is Verdict.REJECTED
     assert decide_verdict([f("mismatch.relative_norm")]) is Verdict.INCORRECT
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.backends.cuda.matmul.allow_tf32 = False",
+        "torch.backends.cudnn.allow_tf32 = False",
+        "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False",
+        "torch.set_float32_matmul_precision('highest')",
+    ],
+)
+def test_switching_a_reduced_precision_mode_off_is_noted_not_rejected(line):
+    """Kernels published with their local tests switch TF32 off at module level for exact
+    comparisons (the default for matmuls): nothing gets faster or less precise, and kz's
+    trials replay in the executor with its own settings anyway. The version before
+    rejected it as ``global_flags``."""
+    findings = check_source(HEADER + line + "\nclass ModelNew(nn.Module):\n    pass\n", "1_vector_add")
+    assert [(f.check, f.severity) for f in findings] == [("global_flags_strict", Severity.INFO)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.backends.cuda.matmul.allow_tf32 = True",
+        "torch.backends.cuda.matmul.allow_tf32 = ALLOW",
+        "torch.backends.cudnn.benchmark = False",
+        "torch.backends.cudnn.allow_tf32 |= False",
+        "del torch.backends.cudnn.allow_tf32",
+        "torch.set_float32_matmul_precision('high')",
+        "torch.set_float32_matmul_precision(PRECISION)",
+    ],
+)
+def test_every_other_flag_setting_is_still_rejected(line):
+    assert "global_flags" in errors(line + "\nclass ModelNew(nn.Module):\n    pass\n")
