@@ -72,8 +72,14 @@ CUDA_STREAM_SOURCE = ("cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStre
 L2_SOURCE = ("accessPolicyWindow", "cudaLimitPersistingL2CacheSize", "cudaAccessPropertyPersisting", "persistingL2")
 
 
-def _finding(check: str, message: str, node: ast.AST | None = None) -> Finding:
-    return Finding(check=check, message=message, line=getattr(node, "lineno", None))
+def _finding(check: str, message: str, node: ast.AST | None = None, severity: Severity = Severity.ERROR) -> Finding:
+    return Finding(check=check, message=message, severity=severity, line=getattr(node, "lineno", None))
+
+
+def _call_name(call: ast.Call) -> str:
+    """The called function's own name (``warn`` in ``warnings.warn(...)``), or ``""``."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _class_named(tree: ast.Module, name: str) -> ast.ClassDef | None:
@@ -126,8 +132,7 @@ def _describes(node: ast.AST) -> bool:
     ``str(e)``, ``tuple(x.shape)``...): it calls nothing that could compute an output."""
     for part in ast.walk(node):
         if isinstance(part, ast.Call):
-            name = part.func.attr if isinstance(part.func, ast.Attribute) else part.func.id if isinstance(part.func, ast.Name) else ""
-            if name not in _DESCRIBING_CALLS:
+            if _call_name(part) not in _DESCRIBING_CALLS:
                 return False
         elif isinstance(part, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
             return False
@@ -138,10 +143,7 @@ def _harmless_call(node: ast.AST, describing: bool = False) -> bool:
     """A call of a logging or conversion function on plain values, or, with
     ``describing`` (in a handler that raises afterwards), on anything that only describes
     what failed (``logger.error("...", tuple(x.shape), e, exc_info=True)``)."""
-    if not isinstance(node, ast.Call):
-        return False
-    name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id if isinstance(node.func, ast.Name) else ""
-    if name not in _HARMLESS_CALLS:
+    if not isinstance(node, ast.Call) or _call_name(node) not in _HARMLESS_CALLS:
         return False
     if describing:
         return all(_describes(arg) for arg in node.args) and all(_describes(keyword.value) for keyword in node.keywords)
@@ -248,7 +250,7 @@ def _check_monkeypatch_and_flags(tree: ast.Module) -> list[Finding]:
             if name.startswith(FLAG_TARGET_PREFIXES) and isinstance(node, ast.Assign) and _strict_setting(name, node.value):
                 # ``torch.backends.cuda.matmul.allow_tf32 = False``: the default, or stricter
                 # numerics, set for exact local comparisons; nothing gets faster or less precise.
-                findings.append(Finding("global_flags_strict", f"the source sets {name} = False (no faster, no less precise)", Severity.INFO, line=node.lineno))
+                findings.append(_finding("global_flags_strict", f"the source sets {name} = False (no faster, no less precise)", node, Severity.INFO))
             elif name.startswith(FLAG_TARGET_PREFIXES):
                 findings.append(_finding("global_flags", f"the source changes {name}, a process-wide numerics flag", node))
             elif _root(target) in PROTECTED_MODULES:
@@ -258,7 +260,7 @@ def _check_monkeypatch_and_flags(tree: ast.Module) -> list[Finding]:
             if callee in ("setattr", "delattr", "builtins.setattr") and node.args and _root(node.args[0]) in PROTECTED_MODULES:
                 findings.append(_finding("monkeypatch", f"the source calls {callee} on {dotted_name(node.args[0]) or _root(node.args[0])}", node))
             if callee == "torch.set_float32_matmul_precision" and len(node.args) == 1 and not node.keywords and _constant(node.args[0]) == "highest":
-                findings.append(Finding("global_flags_strict", "the source sets float32 matmul precision to 'highest', the default (no faster, no less precise)", Severity.INFO, line=node.lineno))
+                findings.append(_finding("global_flags_strict", "the source sets float32 matmul precision to 'highest', the default (no faster, no less precise)", node, Severity.INFO))
             elif callee in FLAG_CALLS:
                 findings.append(_finding("global_flags", f"the source calls {callee}", node))
     return findings
@@ -291,14 +293,8 @@ def _check_calls(tree: ast.Module) -> list[Finding]:
                 # before their local tests. That runs once, when the candidate is loaded,
                 # before kz draws any input: from a fresh secret seed, and for the trials in
                 # another process. Said, not rejected.
-                findings.append(
-                    Finding(
-                        "seed_at_import",
-                        f"the source calls {callee} when it is imported; kz draws every input afterwards, from secret seeds, so it changes nothing",
-                        Severity.WARNING,
-                        line=getattr(node, "lineno", None),
-                    )
-                )
+                message = f"the source calls {callee} when it is imported; kz draws every input afterwards, from secret seeds, so it changes nothing"
+                findings.append(_finding("seed_at_import", message, node, Severity.WARNING))
             elif callee in SEED_CALLS:
                 findings.append(_finding("seed_tampering", f"the source calls {callee}; inputs come from secret seeds the candidate must not touch", node))
             elif callee in CONCURRENCY_CALLS:

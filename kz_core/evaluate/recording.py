@@ -344,7 +344,8 @@ class Recorder(TorchDispatchMode):
         if self.suspended:
             return func(*args, **kwargs)
         namespace = getattr(func, "namespace", "")
-        if namespace == "profiler" and func._schema.name.split("::", 1)[1] in PROFILER_RANGES:
+        name = func._schema.name.split("::", 1)[1]
+        if namespace == "profiler" and name in PROFILER_RANGES:
             # A named range for the profiler (``torch.profiler.record_function``, as
             # instrumented kernels carry): it computes nothing, and the replay leaves it out.
             return func(*args, **kwargs)
@@ -363,7 +364,6 @@ class Recorder(TorchDispatchMode):
             output = func(*args, **kwargs)
         finally:
             self.in_op -= 1
-        name = func._schema.name.split("::", 1)[1]
         self.steps.append(
             {"kind": "op", "op": ["aten", name, func._overloadname], "args": encoded_args, "kwargs": encoded_kwargs, "out": self._bind_outputs(output)}
         )
