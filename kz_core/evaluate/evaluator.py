@@ -1178,12 +1178,13 @@ class Evaluator:
         then = with_baselines if self.device != "cpu" else None
         reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified, then=then)
         spent["retire"] = bool(reply and reply.get("retire"))
-        if failure is None and reply is not None and not spent["retire"] and self.device != "cpu" and _slower_on_unseen(reply):
-            # Slower on unseen inputs than on the repeated ones, not enough to be memoising
-            # outright: a memoiser, or an honest kernel slowed once by another process (on
-            # the H200, KernelBench references at 1.25-1.3 times, once in a hundred). Timed
-            # once more, on unseen inputs of its own (the first timing's it may have kept
-            # answers for), and judged and paid on that timing alone.
+        if reply is not None and not spent["retire"] and self.device != "cpu" and _slower_on_unseen(reply, failure):
+            # Slower on unseen inputs than on the repeated ones: a memoiser, or an honest
+            # kernel slowed once by another process (on the H200, KernelBench references at
+            # 1.25-1.3 times, once in a hundred; with events timing, one at 5.2 times, which
+            # was rejected as memoising). Timed once more, on unseen inputs of its own (the
+            # first timing's it may have kept answers for), and judged and paid on that
+            # timing alone: a memoiser is as slow there again.
             reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified, unseen=Seeds.fresh_unseen())
             spent["retire"] = bool(reply and reply.get("retire"))
         if failure is not None or reply is None:
@@ -1332,9 +1333,12 @@ class Evaluator:
 #: what the last deferred; ``load_inline`` calls in a row defer one at a time).
 MAX_BUILD_ROUNDS = 6
 
-def _slower_on_unseen(reply: dict[str, Any]) -> bool:
-    """Whether a validated timing reply is slower on unseen inputs than on the repeated
-    ones by ``judge.UNSEEN_SLOWER`` or more (and under ``judge.MEMOISED``)."""
+def _slower_on_unseen(reply: dict[str, Any], failure: Finding | None) -> bool:
+    """Whether a timing was slower on unseen inputs than on the repeated ones by
+    ``judge.UNSEEN_SLOWER`` or more: its validated reply says so (under
+    ``judge.MEMOISED``), or its ``failure`` is ``memoisation``."""
+    if failure is not None:
+        return failure.check == "memoisation"
     _, finding = judge_unseen(from_json_dict(RuntimeStats, reply["stats"]))
     return finding is not None and finding.check == "unseen_inputs_slower"
 
