@@ -173,6 +173,8 @@ for what in "$@"; do
       done ;;
     cheat-table)  # every cheat of tests/cheats/ once, its verdict and deciding check (docs/security.md)
       stage cheat_table timeout "${KZ_CHEATS_S:-300}" $PY benchmarks/cheat_table.py --device cuda --workers "${KZ_CHEATS_WORKERS:-8}" --out "$OUT/cheats_cuda.json" ;;
+    unseen-pressure)  # KernelBench references' unseen/median ratio on a GPU left with little free memory (docs/benchmarks.md, twenty-seventh session)
+      stage unseen_pressure timeout "${KZ_UNSEEN_S:-200}" $PY benchmarks/unseen_pressure.py --problems .kb/problems.jsonl --ids "${KZ_UNSEEN_IDS:-72,69,12}" --out "$OUT/unseen_pressure.json" ;;
     first-use) stage first_use timeout "${KZ_FIRST_USE_S:-120}" $PY benchmarks/first_use_costs.py --repeat "${KZ_FIRST_USE_REPEAT:-2}" ;;
     spread) stage timing_spread timeout "${KZ_SPREAD_S:-240}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --methods "${KZ_SPREAD_METHODS:-graph,events}" --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
     bench-eval)
