@@ -6,7 +6,8 @@ tensors each reads and writes. :func:`validate_plan` checks one field by field b
 anything else looks at it; :class:`Replay` runs it in the trusted executor, on inputs the
 candidate never saw, and says what really happened:
 
-- which torch operations computed (anything but allocation, views and copies);
+- which torch operations computed (anything but allocation, views and copies, and host
+  arithmetic: a few elements no input reaches, such as ``torch.tensor(x.shape).prod()``);
 - how many kernels of the candidate's backend were launched;
 - whether each output's bytes come from those kernels: every storage carries a flag,
   *kernel-derived*, set when a kernel of the candidate received it (inputs excepted: the
@@ -222,6 +223,79 @@ def operator_label(op: Sequence[str]) -> str:
     return f"aten::{op[1]}"
 
 
+#: A computing op on values no input reaches, each tensor of it (arguments and results)
+#: at most this many elements, is host arithmetic, not the problem's work: the shape
+#: arithmetic of ``int(torch.prod(torch.tensor(x.shape)))``, a scale from
+#: ``torch.sqrt(torch.tensor(head_dim))``. Larger, it computes.
+HOST_ARITHMETIC_ELEMENTS = 64
+
+
+def _tensor_refs(value: Any) -> list[tuple[str, int]]:
+    """The tensors a plan value names: ``(kind, number)`` of each ``{"t": [kind, n]}``."""
+    found: list[tuple[str, int]] = []
+    if isinstance(value, list):
+        for item in value:
+            found += _tensor_refs(item)
+    elif isinstance(value, dict):
+        ref = value.get("t")
+        if len(value) == 1 and isinstance(ref, list) and len(ref) == 2 and isinstance(ref[0], str) and type(ref[1]) is int:
+            found.append((ref[0], ref[1]))
+        else:
+            for item in value.values():
+                found += _tensor_refs(item)
+    return found
+
+
+def input_free_steps(plan: dict[str, Any], operators: Sequence[Any]) -> set[int]:
+    """The computing op steps of a plan whose tensors no input's data can have reached:
+    every tensor they read is a constant, a tensor the forward made, or one computed from
+    those alone, and no kernel and no write from what an input reached touched its memory
+    (views share their base's memory; a kernel may write anything into what it receives).
+    Conservative: the memory of anything a kernel received counts as reached."""
+    parent: dict[tuple[str, int], tuple[str, int]] = {}
+    reached: set[tuple[str, int]] = set()  # memory groups (their roots) an input's data reached
+
+    def root(ref: tuple[str, int]) -> tuple[str, int]:
+        while parent.get(ref, ref) != ref:
+            ref = parent[ref]
+        return ref
+
+    def is_reached(ref: tuple[str, int]) -> bool:
+        return ref[0] == "in" or root(ref) in reached
+
+    def join(base: tuple[str, int], view: tuple[str, int]) -> None:
+        either = is_reached(base) or is_reached(view)
+        top, other = root(base), root(view)
+        if top != other:
+            parent[other] = top
+        if either:
+            reached.add(top)
+
+    free: set[int] = set()
+    for index, (step, operator) in enumerate(zip(plan["steps"], operators)):
+        if step["kind"] == "kernel":
+            reached.update(root(ref) for ref in _tensor_refs([step.get("args"), step.get("options")]))
+            continue
+        args, kwargs = step.get("args") or [], step.get("kwargs") or {}
+        read = _tensor_refs([args, kwargs])
+        reads_input = any(is_reached(ref) for ref in read)
+        schema = operator._schema
+        for position, argument in enumerate(schema.arguments):
+            if argument.alias_info is not None and argument.alias_info.is_write and reads_input:
+                value = args[position] if position < len(args) else kwargs.get(argument.name)
+                reached.update(root(ref) for ref in _tensor_refs(value))
+        label = operator_label(step["op"])
+        aliases = label in NON_COMPUTE_OPS or any(result.alias_info is not None for result in schema.returns)
+        for out in _tensor_refs(step.get("out")):
+            if aliases and read:
+                join(read[0], out)  # a view, a copy or an in-place result: its first argument's memory
+            elif reads_input:
+                reached.add(root(out))
+        if label not in NON_COMPUTE_OPS and not reads_input:
+            free.add(index)
+    return free
+
+
 class Replay:
     """Replays plans on a device with the candidate's kernels (trusted side).
 
@@ -239,7 +313,19 @@ class Replay:
         self.operators = [resolve_operator(step["op"]) if step["kind"] == "op" else None for step in plan["steps"]]
         self.launches = sum(1 for step in plan["steps"] if step["kind"] == "kernel")
         self.release = release_schedule(plan)
-        self.compute_ops = list(dict.fromkeys(operator_label(s["op"]) for s in plan["steps"] if s["kind"] == "op" and operator_label(s["op"]) not in NON_COMPUTE_OPS))
+        # Host arithmetic (input_free_steps) is left out while every tensor of it stays
+        # small; a step that ever computes on more joins the computing ops.
+        self.host_steps = input_free_steps(plan, self.operators)
+        self._computing = dict.fromkeys(
+            operator_label(s["op"])
+            for index, s in enumerate(plan["steps"])
+            if s["kind"] == "op" and operator_label(s["op"]) not in NON_COMPUTE_OPS and index not in self.host_steps
+        )
+
+    @property
+    def compute_ops(self) -> list[str]:
+        """The torch operations that computed in the replays so far (host arithmetic aside)."""
+        return list(self._computing)
 
     def precompile(self, precompile: Callable[[dict[str, Any], list[Any], dict[str, Any]], None]) -> bool:
         """Run the plan on ``meta`` tensors of the recorded input shapes, calling
@@ -350,6 +436,8 @@ class Replay:
                 kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
                 output = operator(*args, **kwargs)
                 self._bind(step["out"], output, env)
+                if index in self.host_steps and any(t.numel() > HOST_ARITHMETIC_ELEMENTS for t in tensor_leaves([args, kwargs, output])):
+                    self._computing.setdefault(operator_label(step["op"]), None)
                 if track:
                     _track_writes(operator, step["op"], args, kwargs, output, derived, writer)
                 del args, kwargs, output

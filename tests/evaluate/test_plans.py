@@ -140,3 +140,73 @@ def test_a_profiler_range_in_the_forward_is_run_not_recorded(api):
     fresh = torch.randn(8, 8)
     replay = Replay(plan, [], lambda step, args, options: None, "cpu")
     torch.testing.assert_close(replay(fresh, provenance={}), fresh * 2 + 1, rtol=0, atol=0)
+
+
+def _recorded(forward, *inputs):
+    recorder = Recorder(list(inputs), 1 << 20)
+    plan = recorder.plan(recorder.call(forward, list(inputs)))
+    return Replay(plan, recorder.constants, lambda step, args, options: None, "cpu")
+
+
+def test_host_arithmetic_on_values_no_input_reached_is_not_torch_computing():
+    """Written against the version before, where every computing aten op of a plan counted
+    as torch doing the work: a published kernel's wrapper computing its element count as
+    ``int(torch.prod(torch.tensor(shape)))`` was rejected (``torch_compute_in_forward``,
+    aten::prod). Small arithmetic on tensors made in the forward is left out; the same op
+    on what an input reached, or on more than ``HOST_ARITHMETIC_ELEMENTS``, still counts."""
+
+    def shape_arithmetic(x):
+        count = int(torch.prod(torch.tensor(list(x.shape))))
+        scale = torch.sqrt(torch.tensor(16.0))
+        out = torch.empty(count)
+        with record_kernel("fake", {"name": "k"}, [1], [x, out, float(scale)], {}):
+            pass
+        return out
+
+    replay = _recorded(shape_arithmetic, torch.randn(4, 8))
+    replay(torch.randn(4, 8))
+    assert replay.compute_ops == []
+
+    def on_the_input(x):
+        return torch.prod(x.view(-1)[:4]).reshape(1)  # 4 elements, but of the input
+
+    replay = _recorded(on_the_input, torch.randn(4, 8))
+    assert replay.compute_ops == ["aten::prod"]
+
+    def large(x):
+        out = torch.ones(1000) * 2.0  # made in the forward, but more than a few elements
+        with record_kernel("fake", {"name": "k"}, [1], [x, out], {}):
+            pass
+        return out
+
+    replay = _recorded(large, torch.randn(4, 8))
+    assert replay.compute_ops == []  # decided by sizes, when the replay runs
+    replay(torch.randn(4, 8))
+    assert replay.compute_ops == ["aten::mul"]
+
+
+def test_memory_a_kernel_or_an_input_wrote_is_reached_through_its_views():
+    """The lineage follows memory, not values: a view taken before a kernel wrote its base,
+    and a buffer an input was copied into, are reached by input data."""
+
+    def kernel_through_a_view(x):
+        partials = torch.empty(4, 2)
+        flat = partials.view(-1)
+        with record_kernel("fake", {"name": "k"}, [1], [x, partials], {}):
+            pass
+        return flat.view(4, 2).sum(dim=1)
+
+    def copied_in(x):
+        buffer = torch.zeros(4)
+        buffer.copy_(x[0, :4])
+        return buffer * 2.0
+
+    def written_then_viewed(x):
+        buffer = torch.zeros(8)
+        head = buffer[:4]
+        buffer.add_(x[1, :8])
+        return head.neg()
+
+    for forward, op in ((kernel_through_a_view, "aten::sum"), (copied_in, "aten::mul"), (written_then_viewed, "aten::neg")):
+        replay = _recorded(forward, torch.randn(4, 8))
+        assert op in replay.compute_ops, (forward.__name__, replay.compute_ops)
