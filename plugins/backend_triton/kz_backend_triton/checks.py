@@ -3,7 +3,8 @@
 - ``no_triton_kernel`` (error): the source defines no ``@triton.jit`` function, so it
   cannot be a Triton solution, whatever it computes.
 - ``kernel_not_launched`` (warning): a kernel is defined but the source has no
-  ``kernel[grid](...)`` launch of it and no call from another kernel. Launches made
+  ``kernel[grid](...)`` launch of it and no call from (or mention in) another kernel,
+  as a ``tl.associative_scan`` combine function is. Launches made
   through an alias are legal Python, so this is only a warning; the evaluator's launch
   count is the proof that decides.
 """
@@ -40,13 +41,16 @@ def launched_names(tree: ast.Module) -> set[str]:
 
 
 def called_from_kernels(kernels: list[ast.FunctionDef]) -> set[str]:
-    """Names called inside kernel bodies (device functions called by a kernel)."""
-    return {
-        dotted_name(node.func).rsplit(".", 1)[-1]
-        for kernel in kernels
-        for node in ast.walk(kernel)
-        if isinstance(node, ast.Call) and dotted_name(node.func)
-    }
+    """Names a kernel body calls or passes on (device functions called by a kernel, and
+    combine functions given to ``tl.reduce`` or ``tl.associative_scan``)."""
+    found = set()
+    for kernel in kernels:
+        for node in ast.walk(kernel):
+            if isinstance(node, ast.Call) and dotted_name(node.func):
+                found.add(dotted_name(node.func).rsplit(".", 1)[-1])
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                found.add(node.id)
+    return found
 
 
 def check_triton_source(code: str) -> list[Finding]:

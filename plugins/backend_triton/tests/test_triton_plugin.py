@@ -72,3 +72,12 @@ def test_static_checks_hook_answers_only_for_triton():
     other_findings = [f.check for group in pm.hook.static_checks(candidate=Candidate("p", "elsewhere", code), problem=problem) for f in group]
     assert "no_triton_kernel" in triton_findings
     assert "no_triton_kernel" not in other_findings
+
+
+def test_a_combine_function_given_to_a_scan_is_not_a_dead_kernel():
+    """Written against the version before, which warned ``kernel_not_launched`` for a
+    published cumsum's ``@triton.jit`` combine function, passed to
+    ``tl.associative_scan`` by name and never called or launched itself."""
+    code = GOOD.replace("import triton.language as tl", "import triton.language as tl\n\n@triton.jit\ndef add_fn(a, b):\n    return a + b\n")
+    code = code.replace("tl.load(x_ptr + offsets, mask=mask) +", "tl.associative_scan(tl.load(x_ptr + offsets, mask=mask), 0, add_fn) +")
+    assert "add_fn)" in code and checks(code) == []
