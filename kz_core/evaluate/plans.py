@@ -466,19 +466,9 @@ def _track_writes(
         writer[key] = operator_label(op)
 
 
-def _value_refs(value: Any, found: list[int]) -> list[int]:
+def _value_refs(value: Any) -> list[int]:
     """The numbers of the plan values (``{"t": ["val", n]}``) that ``value`` names."""
-    if isinstance(value, list):
-        for item in value:
-            _value_refs(item, found)
-    elif isinstance(value, dict):
-        ref = value.get("t")
-        if len(value) == 1 and isinstance(ref, list) and len(ref) == 2 and ref[0] == "val" and type(ref[1]) is int:
-            found.append(ref[1])
-        else:
-            for item in value.values():
-                _value_refs(item, found)
-    return found
+    return [number for kind, number in _tensor_refs(value) if kind == "val"]
 
 
 def release_schedule(plan: dict[str, Any]) -> list[list[int]]:
@@ -487,11 +477,11 @@ def release_schedule(plan: dict[str, Any]) -> list[list[int]]:
     forward did. Values the plan returns are never dropped."""
     last: dict[int, int] = {}
     for index, step in enumerate(plan["steps"]):
-        for number in _value_refs([step.get("args"), step.get("kwargs"), step.get("options")], []):
+        for number in _value_refs([step.get("args"), step.get("kwargs"), step.get("options")]):
             last[number] = index
-        for number in _value_refs(step.get("out"), []):
+        for number in _value_refs(step.get("out")):
             last.setdefault(number, index)  # made here: used later, or never
-    returned = set(_value_refs(plan.get("outputs"), []))
+    returned = set(_value_refs(plan.get("outputs")))
     schedule: list[list[int]] = [[] for _ in plan["steps"]]
     for number, index in last.items():
         if number not in returned:
