@@ -330,11 +330,13 @@ class _Source:
         *outer, jit = fdef.decorator_list
         if self._decorator(jit) is not self.decorators["jit"]:
             _fail(jit, f"the jit decorator of kernel {fdef.name!r} must be its innermost (last) one")
+        if outer and isinstance(outer[0], ast.Name) and outer[0].id == "staticmethod" and "staticmethod" not in self.bindings:
+            outer = outer[1:]  # a kernel kept in a class: how it is reached, not what it computes
         for node in outer:  # dropped unevaluated: the trusted side chooses configurations itself
             if not isinstance(node, ast.Call) or not any(
                     self._decorator(node) is self.decorators[k] for k in ("autotune", "heuristics")):
-                _fail(node, f"decorator of kernel {fdef.name!r} not allowed (only triton.autotune(...) "
-                            "and triton.heuristics(...) above triton.jit)")
+                _fail(node, f"decorator of kernel {fdef.name!r} not allowed (only @staticmethod, outermost, "
+                            "and triton.autotune(...) and triton.heuristics(...) above triton.jit)")
         kwargs: dict[str, Any] = {}
         for keyword in jit.keywords if isinstance(jit, ast.Call) else ():
             if keyword.arg not in JIT_KWARGS or not _is_literal(keyword.value):

@@ -441,6 +441,8 @@ def test_malicious_bodies_are_refused_with_their_line(body):
     "@triton.jit(repr=str)\ndef k(x):",
     "@triton.jit('positional')\ndef k(x):",
     "@functools.cache\n@triton.jit\ndef k(x):",
+    "@triton.autotune(configs=[], key=[])\n@staticmethod\n@triton.jit\ndef k(x):",  # staticmethod: outermost only
+    "@staticmethod(1)\n@triton.jit\ndef k(x):",
     "@triton.jit\n@triton.autotune(configs=[], key=[])\ndef k(x):",
     "@triton.jit\ndef k(x, n=len('a')):",
     "@triton.jit\ndef k(x, n=UNBOUND):",  # a module constant (BLOCK) is allowed; an unknown name is not
