@@ -5,8 +5,9 @@ KernelBench-format problems set their sizes as module-level integer constants th
 kernel that hard-codes those sizes passes every trial at the default size; one trial at
 other sizes catches it. The other sizes keep the alignment the default ones have (up to
 16 elements), which honest kernels may rely on. :func:`size_variations` proposes
-rebindings, most aggressive first (every constant at once, then one constant at a time);
-the reference worker uses the first one its reference accepts.
+rebindings of the constants the inputs are made from (not the module's configuration),
+most aggressive first (every constant at once, then one constant at a time); the
+reference worker uses the first one its reference accepts.
 
 Reads the problem's syntax tree only; never runs it.
 """
@@ -73,9 +74,47 @@ def varied(value: int) -> int:
     return candidate
 
 
-def size_variations(code: str) -> list[dict[str, int]]:
-    """Rebindings to try, in order: every size constant varied, then each one alone."""
+def input_size_constants(code: str) -> dict[str, int]:
+    """The size constants the problem's inputs are made from: those ``get_inputs`` reads,
+    directly or through module-level names and functions it uses (``batch_size``,
+    ``in_channels``). The others (``kernel_size``, ``stride``, ``out_channels``) only
+    configure the module, fixed when it is built. Every size constant when ``get_inputs``
+    reads none (or is not a module-level function)."""
     constants = size_constants(code)
+    try:
+        tree = parse_tree(code)
+    except SyntaxError:
+        return constants
+    definitions: dict[str, list[ast.AST]] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            definitions.setdefault(node.name, []).append(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        definitions.setdefault(name.id, []).append(node.value)
+    if "get_inputs" not in definitions:
+        return constants
+    read: set[str] = set()
+    pending = ["get_inputs"]
+    while pending:
+        name = pending.pop()
+        if name in read:
+            continue
+        read.add(name)
+        for definition in definitions.get(name, []):
+            pending += [n.id for n in ast.walk(definition) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    used = {name: value for name, value in constants.items() if name in read}
+    return used or constants
+
+
+def size_variations(code: str) -> list[dict[str, int]]:
+    """Rebindings to try, in order: every size constant the inputs are made from varied,
+    then each one alone. A module's configuration (a convolution's ``kernel_size``,
+    ``stride``, ``out_channels``) stays: a kernel may be built for the module it is given,
+    as cuDNN picks an algorithm per configuration, but not for one batch of inputs."""
+    constants = input_size_constants(code)
     if not constants:
         return []
     every = {name: varied(value) for name, value in constants.items()}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kz_core.evaluate.variants import KEPT_ALIGNMENT, size_constants, size_variations, varied
+from kz_core.evaluate.variants import KEPT_ALIGNMENT, input_size_constants, size_constants, size_variations, varied
 
 
 def test_small_sizes_grow_by_one():
@@ -40,3 +40,23 @@ def test_variations_rebind_every_size_constant_then_each_alone():
     every, *singles = size_variations(code)
     assert every == {"batch_size": 17, "features": 320, "N": 4352}
     assert singles == [{"batch_size": 17}, {"features": 320}, {"N": 4352}]
+
+
+def test_a_modules_configuration_is_not_varied_only_what_its_inputs_are_made_from():
+    """Written against the version before, which varied every module-level integer: a
+    published 3-D max-pool kernel built for the problem's pooling (``kernel_size = 3``,
+    ``stride = 2``, ``dilation = 3``, checked in its ``__init__``) was a runtime_error when
+    the variation made them 4, 3 and 4. The sizes its inputs are made from still vary,
+    through names and functions ``get_inputs`` uses."""
+    code = (
+        "batch_size = 16\nchannels = 32\nkernel_size = 3\nstride = 2\ndilation = 3\nout_channels = 64\n"
+        "dim1 = 64\nshape = (batch_size, channels, dim1)\n"
+        "def _make():\n    return torch.randn(*shape)\n"
+        "def get_inputs():\n    return [_make()]\n"
+        "def get_init_inputs():\n    return [channels, out_channels, kernel_size, stride, dilation]\n"
+    )
+    assert input_size_constants(code) == {"batch_size": 16, "channels": 32, "dim1": 64}
+    assert size_variations(code)[0] == {"batch_size": 17, "channels": 34, "dim1": 68}
+    # Inputs from literals only: every size constant, as before.
+    literal = "n = 300\nk = 3\ndef get_inputs():\n    return [torch.randn(8, 8)]\ndef get_init_inputs():\n    return [n, k]\n"
+    assert input_size_constants(literal) == size_constants(literal) == {"n": 300, "k": 3}
