@@ -6,8 +6,9 @@ tensors each reads and writes. :func:`validate_plan` checks one field by field b
 anything else looks at it; :class:`Replay` runs it in the trusted executor, on inputs the
 candidate never saw, and says what really happened:
 
-- which torch operations computed (anything but allocation, views and copies, and host
-  arithmetic: a few elements no input reaches, such as ``torch.tensor(x.shape).prod()``);
+- which torch operations computed (anything but allocation, views and copies, host
+  arithmetic: a few elements no input reaches, such as ``torch.tensor(x.shape).prod()``,
+  and a few single-element epilogues, such as a loss's ``acc / n``);
 - how many kernels of the candidate's backend were launched;
 - whether each output's bytes come from those kernels: every storage carries a flag,
   *kernel-derived*, set when a kernel of the candidate received it (inputs excepted: the
@@ -229,6 +230,11 @@ def operator_label(op: Sequence[str]) -> str:
 #: ``torch.sqrt(torch.tensor(head_dim))``. Larger, it computes.
 HOST_ARITHMETIC_ELEMENTS = 64
 
+#: A computing op on what an input reached is an epilogue, not the problem's work, when
+#: every tensor of it is a single element and the call has made no more than this many
+#: such ops: a loss's division of its kernel-computed sum by the count (``acc / n``).
+SCALAR_EPILOGUE_STEPS = 4
+
 
 def _tensor_refs(value: Any) -> list[tuple[str, int]]:
     """The tensors a plan value names: ``(kind, number)`` of each ``{"t": [kind, n]}``."""
@@ -313,19 +319,32 @@ class Replay:
         self.operators = [resolve_operator(step["op"]) if step["kind"] == "op" else None for step in plan["steps"]]
         self.launches = sum(1 for step in plan["steps"] if step["kind"] == "kernel")
         self.release = release_schedule(plan)
-        # Host arithmetic (input_free_steps) is left out while every tensor of it stays
-        # small; a step that ever computes on more joins the computing ops.
+        # A computing step counts once a replay runs it on more than host arithmetic
+        # (input_free_steps, small) or a scalar epilogue allows.
         self.host_steps = input_free_steps(plan, self.operators)
-        self._computing = dict.fromkeys(
-            operator_label(s["op"])
-            for index, s in enumerate(plan["steps"])
-            if s["kind"] == "op" and operator_label(s["op"]) not in NON_COMPUTE_OPS and index not in self.host_steps
-        )
+        self._computing_steps = {
+            index: operator_label(s["op"]) for index, s in enumerate(plan["steps"]) if s["kind"] == "op" and operator_label(s["op"]) not in NON_COMPUTE_OPS
+        }
+        self._computing: dict[str, None] = {}
 
     @property
     def compute_ops(self) -> list[str]:
-        """The torch operations that computed in the replays so far (host arithmetic aside)."""
+        """The torch operations that computed in the replays so far: all but host
+        arithmetic (:data:`HOST_ARITHMETIC_ELEMENTS`) and scalar epilogues
+        (:data:`SCALAR_EPILOGUE_STEPS`)."""
         return list(self._computing)
+
+    def _judge_step(self, index: int, tensors: list[Any], epilogue: int) -> int:
+        """Count one computing step of a replay among the computing ops unless it is host
+        arithmetic or one of the call's first scalar epilogues; the call's epilogues so far."""
+        if index in self.host_steps:
+            light = all(t.numel() <= HOST_ARITHMETIC_ELEMENTS for t in tensors)
+        else:
+            epilogue += 1
+            light = epilogue <= SCALAR_EPILOGUE_STEPS and all(t.numel() <= 1 for t in tensors)
+        if not light:
+            self._computing.setdefault(self._computing_steps[index], None)
+        return epilogue
 
     def precompile(self, precompile: Callable[[dict[str, Any], list[Any], dict[str, Any]], None]) -> bool:
         """Run the plan on ``meta`` tensors of the recorded input shapes, calling
@@ -419,6 +438,7 @@ class Replay:
         track = provenance is not None
         derived: dict[int, bool] = {}
         writer: dict[int, str] = {}
+        epilogue = 0
         input_storages = {_storage_id(x) for x in inputs if isinstance(x, torch.Tensor)}
 
         for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
@@ -427,7 +447,7 @@ class Replay:
                 options = {k: self._decode(v, env) for k, v in step["options"].items()}
                 self.launch(step, args, options)
                 if track:
-                    for key in [_storage_id(tensor) for tensor in tensor_leaves(args)]:
+                    for key in [_storage_id(tensor) for tensor in tensor_leaves([args, options])]:
                         if key not in input_storages:
                             derived[key] = True
                             writer[key] = f"kernel {step['kernel'].get('name', '')}"
@@ -436,8 +456,8 @@ class Replay:
                 kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
                 output = operator(*args, **kwargs)
                 self._bind(step["out"], output, env)
-                if index in self.host_steps and any(t.numel() > HOST_ARITHMETIC_ELEMENTS for t in tensor_leaves([args, kwargs, output])):
-                    self._computing.setdefault(operator_label(step["op"]), None)
+                if index in self._computing_steps:
+                    epilogue = self._judge_step(index, tensor_leaves([args, kwargs, output]), epilogue)
                 if track:
                     _track_writes(operator, step["op"], args, kwargs, output, derived, writer)
                 del args, kwargs, output

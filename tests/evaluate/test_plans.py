@@ -171,6 +171,7 @@ def test_host_arithmetic_on_values_no_input_reached_is_not_torch_computing():
         return torch.prod(x.view(-1)[:4]).reshape(1)  # 4 elements, but of the input
 
     replay = _recorded(on_the_input, torch.randn(4, 8))
+    replay(torch.randn(4, 8))
     assert replay.compute_ops == ["aten::prod"]
 
     def large(x):
@@ -209,4 +210,65 @@ def test_memory_a_kernel_or_an_input_wrote_is_reached_through_its_views():
 
     for forward, op in ((kernel_through_a_view, "aten::sum"), (copied_in, "aten::mul"), (written_then_viewed, "aten::neg")):
         replay = _recorded(forward, torch.randn(4, 8))
+        replay(torch.randn(4, 8))
         assert op in replay.compute_ops, (forward.__name__, replay.compute_ops)
+
+
+def test_a_few_single_element_epilogues_are_not_torch_computing():
+    """Written against the version before, where a published MSE loss whose kernel summed
+    every squared difference into one element with atomic_add, then returned ``acc / n``,
+    was ``torch_compute_in_forward`` (aten::div). A few ops on single elements do no
+    problem's work; more of them (``SCALAR_EPILOGUE_STEPS``), or one on more elements,
+    still count: adding up a kernel's partial sums one element at a time is torch's work."""
+    from kz_core.evaluate.plans import SCALAR_EPILOGUE_STEPS
+
+    def loss(x):
+        acc = torch.zeros(1)
+        with record_kernel("fake", {"name": "k"}, [1], [x, acc], {}):
+            pass
+        return (acc / x.numel()).reshape(())
+
+    replay = _recorded(loss, torch.randn(4, 8))
+    replay(torch.randn(4, 8))
+    assert replay.compute_ops == []
+
+    def one_at_a_time(x):
+        partials = torch.zeros(SCALAR_EPILOGUE_STEPS + 2)
+        with record_kernel("fake", {"name": "k"}, [1], [x, partials], {}):
+            pass
+        total = partials[0]
+        for i in range(1, SCALAR_EPILOGUE_STEPS + 2):
+            total = total + partials[i]
+        return total
+
+    replay = _recorded(one_at_a_time, torch.randn(4, 8))
+    replay(torch.randn(4, 8))
+    assert replay.compute_ops == ["aten::add"]
+
+    def two_elements(x):
+        acc = torch.zeros(2)
+        with record_kernel("fake", {"name": "k"}, [1], [x, acc], {}):
+            pass
+        return acc / 2.0
+
+    replay = _recorded(two_elements, torch.randn(4, 8))
+    replay(torch.randn(4, 8))
+    assert replay.compute_ops == ["aten::div"]
+
+
+def test_a_tensor_given_to_a_kernel_by_keyword_is_written_by_that_kernel():
+    """Written against the version before, where only a launch's positional tensors were
+    marked as written by the candidate's kernel: an honest kernel launched with every
+    argument by keyword (``_vadd[grid](a_ptr=a, out_ptr=out, ...)``, as published wrappers
+    write it) was ``output_not_from_kernel``, its output "last written by aten::empty_like"."""
+
+    def keyword_launch(x):
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [], {"x_ptr": x, "out_ptr": out}):
+            pass
+        return out
+
+    replay = _recorded(keyword_launch, torch.randn(4, 8))
+    provenance: dict = {}
+    replay(torch.randn(4, 8), provenance=provenance)
+    assert provenance["kernel_derived"] == [True], provenance
