@@ -200,6 +200,24 @@ def validate_plan(plan: Any, backend: str, constants: int) -> dict[str, Any]:
 #: aten ops that move, view or allocate memory without computing.
 from kz_core.evaluate.execution import NON_COMPUTE_OPS, tensor_leaves  # noqa: E402
 
+#: Ops that allocate without writing: what they return is poisoned in the trials.
+_UNINITIALISED = frozenset(f"aten::{name}" for name in ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"))
+
+
+def poison_fresh(value: Any) -> None:
+    """Every byte of each tensor's memory set (NaN in every floating dtype, -1 in integers;
+    booleans True): what a forward allocated with ``torch.empty`` and never wrote reads
+    back so, on any device, instead of whatever the allocator's memory held (often zeros
+    on a CPU, where a kernel adding into an unzeroed output could pass)."""
+    import torch
+
+    for tensor in tensor_leaves(value):
+        if tensor.dtype is torch.bool:
+            tensor.fill_(True)
+        else:
+            torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage()).fill_(255)
+
+
 #: Ops that overwrite their first argument entirely when it covers its storage.
 _OVERWRITING = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_"})
 
@@ -317,14 +335,13 @@ class Replay:
         self.device = device
         self.constants = [c.to(device) if isinstance(c, torch.Tensor) else c for c in constants]
         self.operators = [resolve_operator(step["op"]) if step["kind"] == "op" else None for step in plan["steps"]]
+        self._labels = [operator_label(step["op"]) if step["kind"] == "op" else "" for step in plan["steps"]]
         self.launches = sum(1 for step in plan["steps"] if step["kind"] == "kernel")
         self.release = release_schedule(plan)
         # A computing step counts once a replay runs it on more than host arithmetic
         # (input_free_steps, small) or a scalar epilogue allows.
         self.host_steps = input_free_steps(plan, self.operators)
-        self._computing_steps = {
-            index: operator_label(s["op"]) for index, s in enumerate(plan["steps"]) if s["kind"] == "op" and operator_label(s["op"]) not in NON_COMPUTE_OPS
-        }
+        self._computing_steps = {index: label for index, label in enumerate(self._labels) if label and label not in NON_COMPUTE_OPS}
         self._computing: dict[str, None] = {}
 
     @property
@@ -455,6 +472,8 @@ class Replay:
             else:
                 kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
                 output = operator(*args, **kwargs)
+                if track and self._labels[index] in _UNINITIALISED:
+                    poison_fresh(output)  # trials only: a timed call pays for nothing of kz's
                 self._bind(step["out"], output, env)
                 if index in self._computing_steps:
                     epilogue = self._judge_step(index, tensor_leaves([args, kwargs, output]), epilogue)

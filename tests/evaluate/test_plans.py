@@ -272,3 +272,19 @@ def test_a_tensor_given_to_a_kernel_by_keyword_is_written_by_that_kernel():
     provenance: dict = {}
     replay(torch.randn(4, 8), provenance=provenance)
     assert provenance["kernel_derived"] == [True], provenance
+
+
+def test_memory_a_trial_allocates_uninitialised_is_poisoned():
+    """Written against the version before, where on a CPU an output from ``torch.empty``
+    held whatever the allocator's memory did, often zeros: the cheat
+    ``triton/atomic_into_empty`` (partial sums atomically added into an unzeroed output)
+    was judged correct in one hostile batch of two. In the trials (a replay given
+    ``provenance``), what ``empty`` returns now reads NaN (floats), -1 (integers) or True
+    until written (a timed replay is left as it is: the fill would be timed)."""
+
+    def unwritten(x):
+        return torch.empty_like(x), torch.empty(3, dtype=torch.int32), torch.empty(2, dtype=torch.bool)
+
+    replay = _recorded(unwritten, torch.zeros(4))
+    floats, ints, bools = replay(torch.zeros(4), provenance={})
+    assert torch.isnan(floats).all() and (ints == -1).all() and bools.all()
