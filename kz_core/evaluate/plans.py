@@ -247,6 +247,11 @@ def operator_label(op: Sequence[str]) -> str:
 #: arithmetic of ``int(torch.prod(torch.tensor(x.shape)))``, a scale from
 #: ``torch.sqrt(torch.tensor(head_dim))``. Larger, it computes.
 HOST_ARITHMETIC_ELEMENTS = 64
+#: And at most this many such ops a call (more count as computing): a wrapper's shape and
+#: scale arithmetic takes a handful. A bound in depth: the lineage already keeps input
+#: data out of them, but memory a kernel writes through an address it was not given is
+#: out of the plan's sight.
+HOST_ARITHMETIC_STEPS = 32
 
 #: A computing op on what an input reached is an epilogue, not the problem's work, when
 #: every tensor of it is a single element and the call has made no more than this many
@@ -351,17 +356,18 @@ class Replay:
         (:data:`SCALAR_EPILOGUE_STEPS`)."""
         return list(self._computing)
 
-    def _judge_step(self, index: int, tensors: list[Any], epilogue: int) -> int:
-        """Count one computing step of a replay among the computing ops unless it is host
-        arithmetic or one of the call's first scalar epilogues; the call's epilogues so far."""
+    def _judge_step(self, index: int, tensors: list[Any], counts: list[int]) -> None:
+        """Count one computing step of a replay among the computing ops unless it is one
+        of the call's first host arithmetic ops or scalar epilogues (``counts``: how many
+        of each the call has made so far, updated)."""
         if index in self.host_steps:
-            light = all(t.numel() <= HOST_ARITHMETIC_ELEMENTS for t in tensors)
+            counts[0] += 1
+            light = counts[0] <= HOST_ARITHMETIC_STEPS and all(t.numel() <= HOST_ARITHMETIC_ELEMENTS for t in tensors)
         else:
-            epilogue += 1
-            light = epilogue <= SCALAR_EPILOGUE_STEPS and all(t.numel() <= 1 for t in tensors)
+            counts[1] += 1
+            light = counts[1] <= SCALAR_EPILOGUE_STEPS and all(t.numel() <= 1 for t in tensors)
         if not light:
             self._computing.setdefault(self._computing_steps[index], None)
-        return epilogue
 
     def precompile(self, precompile: Callable[[dict[str, Any], list[Any], dict[str, Any]], None]) -> bool:
         """Run the plan on ``meta`` tensors of the recorded input shapes, calling
@@ -455,7 +461,7 @@ class Replay:
         track = provenance is not None
         derived: dict[int, bool] = {}
         writer: dict[int, str] = {}
-        epilogue = 0
+        counts = [0, 0]  # host arithmetic ops, scalar epilogues (_judge_step)
         input_storages = {_storage_id(x) for x in inputs if isinstance(x, torch.Tensor)}
 
         for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
@@ -476,7 +482,7 @@ class Replay:
                     poison_fresh(output)  # trials only: a timed call pays for nothing of kz's
                 self._bind(step["out"], output, env)
                 if index in self._computing_steps:
-                    epilogue = self._judge_step(index, tensor_leaves([args, kwargs, output]), epilogue)
+                    self._judge_step(index, tensor_leaves([args, kwargs, output]), counts)
                 if track:
                     _track_writes(operator, step["op"], args, kwargs, output, derived, writer)
                 del args, kwargs, output
