@@ -509,6 +509,11 @@ def restore_flags(flags: dict[str, Any]) -> None:
 #: aten ops that move, view or allocate memory without computing: a candidate's forward may
 #: call these through torch. Every other aten op in its forward is compute done by torch.
 #: (resolve_conj and resolve_neg return a real tensor itself: `.numpy()` calls them.)
+#: Joining, padding with a constant, flipping, rolling and repeating move bytes as
+#: ``copy_`` into slices of one buffer would (a published exclusive cumsum shifts its
+#: kernel's scan with ``torch.cat``; a conv kernel pads its input with ``F.pad``); the
+#: composite spellings (``hstack``, ``pad``, ``tile``, ...) are named for the profiler,
+#: which sees them above the op they become.
 NON_COMPUTE_OPS = frozenset(
     f"aten::{name}"
     for name in (
@@ -518,7 +523,9 @@ NON_COMPUTE_OPS = frozenset(
         "lift_fresh detach detach_ alias t transpose permute expand expand_as select slice unsqueeze "
         "squeeze flatten unflatten unbind split split_with_sizes chunk narrow movedim size stride "
         "numel set_ resize_ _local_scalar_dense item is_nonzero result_type _has_compatible_shallow_copy_type "
-        "record_stream resolve_conj resolve_neg"
+        "record_stream resolve_conj resolve_neg "
+        "cat concat concatenate stack hstack vstack dstack column_stack constant_pad_nd pad flip fliplr flipud "
+        "roll repeat tile"
     ).split()
 )
 

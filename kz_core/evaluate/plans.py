@@ -318,7 +318,9 @@ def input_free_steps(plan: dict[str, Any], operators: Sequence[Any]) -> set[int]
         for out in _tensor_refs(step.get("out")):
             if aliases and read:
                 join(read[0], out)  # a view, a copy or an in-place result: its first argument's memory
-            elif reads_input:
+            if reads_input:
+                # What any argument's data reached reaches the result: a join (torch.cat)
+                # of a made tensor and an input's is not input-free.
                 reached.add(root(out))
         if label not in NON_COMPUTE_OPS and not reads_input:
             free.add(index)

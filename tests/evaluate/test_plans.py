@@ -307,3 +307,51 @@ def test_host_arithmetic_is_bounded_in_number_too():
     replay = _recorded(many, torch.randn(4))
     replay(torch.randn(4))
     assert replay.compute_ops == ["aten::mul"]
+
+
+def test_joining_padding_and_flipping_kernel_outputs_is_moving_not_computing():
+    """Written against the version before, where ``torch.cat`` and its kin counted as torch
+    doing the work: a published exclusive cumsum that shifts its kernel's inclusive scan
+    with ``torch.cat([zeros, scan[:-1]])`` was ``torch_compute_in_forward`` (aten::cat),
+    though the same bytes moved by ``copy_`` into slices were accepted. Joins, constant
+    pads, flips, rolls and repeats of a kernel's output move bytes: no computing op, and
+    the output is the kernel's."""
+
+    def moved(x):
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [x, out], {}):
+            pass
+        shifted = torch.cat([torch.zeros_like(out[:, :1]), out[:, :-1]], dim=1)
+        stacked = torch.stack([shifted, out.flip(1)]).roll(1, dims=2)
+        return torch.nn.functional.pad(stacked, (1, 1)).repeat(1, 2, 1)
+
+    replay = _recorded(moved, torch.randn(4, 8))
+    provenance: dict = {}
+    replay(torch.randn(4, 8), provenance=provenance)
+    assert replay.compute_ops == []
+    assert provenance["kernel_derived"] == [True], provenance
+
+    def moved_input(x):
+        return torch.cat([x, x.flip(0)])  # nothing of a kernel's
+
+    replay = _recorded(moved_input, torch.randn(4, 8))
+    provenance = {}
+    replay(torch.randn(4, 8), provenance=provenance)
+    assert provenance["kernel_derived"] == [False], provenance
+
+
+def test_a_join_with_an_input_is_reached_by_the_input():
+    """The lineage of a moving op with several tensor arguments: a moving op's result
+    shares its first argument's memory group, and with ``torch.cat`` among the moving ops
+    that alone (the first version of this change) let a join of a tensor the forward made
+    and an input's slice read as input-free, and small arithmetic on it pass as host
+    arithmetic. What any argument's data reached reaches the result."""
+
+    def joined(x):
+        made = torch.zeros(2)
+        both = torch.cat([made, x[0, :2]])
+        return (both * 2.0).sum().reshape(1)
+
+    replay = _recorded(joined, torch.randn(4, 8))
+    replay(torch.randn(4, 8))
+    assert "aten::mul" in replay.compute_ops, replay.compute_ops
