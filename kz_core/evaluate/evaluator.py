@@ -1078,6 +1078,16 @@ class Evaluator:
                 Severity.INFO,
             )
         )
+        if self.config.size_variation and not reference.variant:
+            findings.append(
+                Finding(
+                    "no_size_variation",
+                    "checked at the problem's own sizes only: no size variation was made (its get_inputs reads no "
+                    "module-level size constant, as when sizes are written inline, or the reference failed at the varied sizes); "
+                    "`kz eval --fuzz N` also tries other layouts and values",
+                    Severity.INFO,
+                )
+            )
         return dict(timings=timings, environment=environment, max_abs_error=max_abs, max_rel_error=max_rel, launches=launches)
 
     def _trials(self, worker: WorkerProcess, problem: Problem, reference: ReferenceRecord) -> tuple[dict[str, Any] | None, Finding | None]:
@@ -1357,7 +1367,7 @@ def ran_out_of_gpu_memory(result: EvalResult) -> bool:
 
 
 #: Findings an executor (trusted) may name for a failed replay.
-EXECUTOR_CHECKS = frozenset({"kernel_not_in_source", "not_replayable"})
+EXECUTOR_CHECKS = frozenset({"kernel_not_in_source", "kernel_argument", "not_replayable"})
 
 
 def _entry_key(entry: dict[str, Any]) -> str:

@@ -201,7 +201,10 @@ def validate_plan(plan: Any, backend: str, constants: int) -> dict[str, Any]:
 from kz_core.evaluate.execution import NON_COMPUTE_OPS, tensor_leaves  # noqa: E402
 
 #: Ops that allocate without writing: what they return is poisoned in the trials.
-_UNINITIALISED = frozenset(f"aten::{name}" for name in ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"))
+_UNINITIALISED = frozenset(f"aten::{name}" for name in ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"))
+#: Ops that may grow their first argument's memory without writing the new bytes
+#: (``x.new_empty(0).resize_(n)``): what they add is poisoned in the trials.
+_RESIZING = frozenset({"aten::resize_", "aten::resize_as_"})
 
 
 def poison_fresh(value: Any) -> None:
@@ -216,6 +219,27 @@ def poison_fresh(value: Any) -> None:
             tensor.fill_(True)
         else:
             torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage()).fill_(255)
+
+
+def _storage_bytes(value: Any) -> int:
+    import torch
+
+    return value.untyped_storage().nbytes() if isinstance(value, torch.Tensor) else 0
+
+
+def poison_grown(tensor: Any, before: int) -> None:
+    """The bytes of ``tensor``'s memory past the first ``before`` set as
+    :func:`poison_fresh` sets them (a ``resize_`` that grew it keeps only what was there)."""
+    import torch
+
+    storage = tensor.untyped_storage()
+    if storage.nbytes() <= before:
+        return
+    raw = torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(storage)[before:]
+    if tensor.dtype is torch.bool:
+        raw.fill_(1)
+    else:
+        raw.fill_(255)
 
 
 #: Ops that overwrite their first argument entirely when it covers its storage.
@@ -479,9 +503,13 @@ class Replay:
                 del args, options
             else:
                 kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
+                grows = track and self._labels[index] in _RESIZING and bool(args)
+                before = _storage_bytes(args[0]) if grows else 0
                 output = operator(*args, **kwargs)
                 if track and self._labels[index] in _UNINITIALISED:
                     poison_fresh(output)  # trials only: a timed call pays for nothing of kz's
+                elif grows:
+                    poison_grown(args[0], before)
                 self._bind(step["out"], output, env)
                 if index in self._computing_steps:
                     self._judge_step(index, tensor_leaves([args, kwargs, output]), counts)

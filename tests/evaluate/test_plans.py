@@ -290,6 +290,25 @@ def test_memory_a_trial_allocates_uninitialised_is_poisoned():
     assert torch.isnan(floats).all() and (ints == -1).all() and bools.all()
 
 
+def test_memory_a_trial_grows_with_resize_is_poisoned():
+    """Written against the version before, where only the ``empty`` family was poisoned:
+    ``x.new_empty(0).resize_(n, m)`` handed a kernel memory that on a CPU is fresh zero
+    pages, so a transpose that atomically added into it was judged correct. What a resize
+    adds reads as poison in the trials; what the tensor held before stays."""
+
+    def grown(x):
+        kept = torch.zeros(2)
+        kept.resize_(6)
+        fresh = x.new_empty(0).resize_(3, 4)
+        other = torch.empty(0, dtype=torch.int64).resize_as_(x)
+        return kept, fresh, other
+
+    replay = _recorded(grown, torch.zeros(4))
+    kept, fresh, other = replay(torch.zeros(4), provenance={})
+    assert (kept[:2] == 0).all() and torch.isnan(kept[2:]).all()
+    assert torch.isnan(fresh).all() and (other == -1).all()
+
+
 def test_host_arithmetic_is_bounded_in_number_too():
     """Host arithmetic is left out for a handful of ops a call, not any number: memory a
     kernel writes through an address it was not given is out of the lineage's sight."""

@@ -3,6 +3,7 @@ hard-coding the default ones, keeping the alignment honest kernels may rely on."
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -60,3 +61,28 @@ def test_a_modules_configuration_is_not_varied_only_what_its_inputs_are_made_fro
     # Inputs from literals only: every size constant, as before.
     literal = "n = 300\nk = 3\ndef get_inputs():\n    return [torch.randn(8, 8)]\ndef get_init_inputs():\n    return [n, k]\n"
     assert input_size_constants(literal) == size_constants(literal) == {"n": 300, "k": 3}
+
+
+@pytest.mark.triton
+def test_a_result_says_when_no_size_variation_was_made():
+    """A problem whose ``get_inputs`` writes its sizes inline gives nothing to vary, so a
+    kernel hard-coding them passes; before, nothing said so. Its results now carry
+    ``no_size_variation`` (information); a problem with size constants does not."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate, Problem, Severity, Verdict
+
+    from .conftest import REPO, eval_config
+
+    code = (REPO / "examples" / "problems" / "1_vector_add.py").read_text()
+    inline = code.replace("torch.randn(n), torch.randn(n)", "torch.randn(5000), torch.randn(5000)")
+    assert inline != code
+    kernel = (REPO / "examples" / "candidates" / "triton" / "1_vector_add.py").read_text()
+    problems = [Problem("1_vector_add", code), Problem("1_vector_add_inline", inline)]
+    with Evaluator(problems, eval_config("eval.cpu_timing_trials=1")) as evaluator:
+        results = {r.problem: r for r in evaluator.evaluate([Candidate(problem=p.name, backend="triton", code=kernel) for p in problems])}
+    for name, says in (("1_vector_add", False), ("1_vector_add_inline", True)):
+        result = results[name]
+        assert result.verdict is Verdict.CORRECT, result.findings
+        notes = [f for f in result.findings if f.check == "no_size_variation"]
+        assert bool(notes) is says, result.findings
+        assert all(f.severity is Severity.INFO for f in notes)

@@ -24,6 +24,77 @@ class ForeignKernel(RuntimeError):
     check = "kernel_not_in_source"
 
 
+class KernelArgumentError(RuntimeError):
+    """A launch gave a tensor where a kernel cannot take one as memory."""
+
+    check = "kernel_argument"
+
+
+def _python_function(kernel: Any) -> Any:
+    """The plain function under a kernel's wrappers (autotune, heuristics, JIT, interpreter)."""
+    import inspect
+
+    for _ in range(16):
+        if inspect.isfunction(kernel):
+            return kernel
+        kernel = getattr(kernel, "fn", None)
+    return None
+
+
+def _holds_tensor(value: Any) -> bool:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_holds_tensor(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_tensor(item) for item in [*value.keys(), *value.values()])
+    return False
+
+
+def _memory_argument(value: Any) -> bool:
+    """A tensor, or a tuple of such (Triton's tuple arguments), or a value holding none."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, tuple):
+        return all(_memory_argument(item) for item in value)
+    return not _holds_tensor(value)
+
+
+def check_arguments(name: str, kernel: Any, args: list[Any], options: dict[str, Any]) -> None:
+    """Refuse a launch that gives a kernel a tensor other than as memory: as the value of a
+    ``tl.constexpr`` parameter or a launch option, or inside a list or a dict. A constexpr
+    is a Python value to the kernel's body (the object itself under the interpreter; the
+    code generator calls its methods while it compiles), so a tensor there lets torch do
+    the work inside the launch, where no plan step sees it. Tensors go to Triton as
+    pointers only through plain parameters (or tuples of them)."""
+    import inspect
+
+    function = _python_function(kernel)
+    if function is None:
+        return
+    from triton.runtime.jit import _normalize_ty
+
+    parameters = list(inspect.signature(function).parameters.values())
+    constexpr = {p.name for p in parameters if p.annotation is not inspect.Parameter.empty and "constexpr" in _normalize_ty(p.annotation)}
+    bound = [(parameters[i].name if i < len(parameters) else None, value) for i, value in enumerate(args)]
+    bound += list(options.items())
+    names = {p.name for p in parameters}
+    for param, value in bound:
+        memory = param is not None and param in names and param not in constexpr
+        if (memory and not _memory_argument(value)) or (not memory and _holds_tensor(value)):
+            where = f"its constexpr parameter {param!r}" if param in constexpr else (f"the launch option {param!r}" if param else "an extra argument")
+            if memory:
+                where = f"a list or dict in its parameter {param!r}"
+            raise KernelArgumentError(
+                f"the launch of Triton kernel {name!r} gave a tensor in {where}; a kernel takes tensors only as plain "
+                "(non-constexpr) parameters or tuples of them, which it reads as memory"
+            )
+
+
 class TritonKernels(TrustedKernels):
     """The candidate's ``@triton.jit`` kernels, by name."""
 
@@ -43,13 +114,17 @@ class TritonKernels(TrustedKernels):
                 f"the forward launched a Triton kernel named {name!r} that the candidate's source does not define with @triton.jit "
                 "(a kernel generated at run time, by torch.compile or by another library)"
             )
+        check_arguments(name, kernel, args, options)
         try:
             kernel[tuple(step["grid"])](*args, **options)
         except CompilationError as exc:
             raise KernelCompileError(str(exc)) from exc
 
     def precompile(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
-        kernel = self.kernels.get(str(step["kernel"].get("name", "")))
+        name = str(step["kernel"].get("name", ""))
+        kernel = self.kernels.get(name)
+        if kernel is not None:
+            check_arguments(name, kernel, args, options)  # compiling calls a constexpr's methods
         if kernel is not None and hasattr(kernel, "warmup"):
             kernel.warmup(*args, grid=tuple(step["grid"]), **options)
 

@@ -632,3 +632,40 @@ def test_kernels_run_on_a_gpu_as_in_the_candidates_module(tmp_path):
         pytest.skip("needs an NVIDIA GPU")
     results = run_without_interpreter("run", tmp_path)
     assert results == dict.fromkeys([p.stem for p in EXAMPLES] + ["features"], True)
+
+
+def test_a_launch_gives_tensors_to_plain_parameters_only():
+    """Written against the version before, where the executor launched a kernel with
+    whatever the plan held: a dict of the input and output tensors given to a
+    ``tl.constexpr`` parameter (or a list given to a plain one) reached the kernel's body
+    as the objects themselves under the interpreter, and the body ran torch on them
+    (``tests/cheats/triton/constexpr_tensor_torch_in_kernel.py``, judged correct). Tensors
+    may go to plain parameters, alone or in tuples; constexprs and launch options hold none."""
+    from kz_backend_triton.kernels import KernelArgumentError, check_arguments
+
+    source = textwrap.dedent(
+        '''
+        import triton
+        import triton.language as tl
+
+        @triton.autotune(configs=[triton.Config({"BLOCK": 16})], key=["n"])
+        @triton.jit
+        def tuned(x_ptr, pair, n, T: tl.constexpr, BLOCK: tl.constexpr):
+            pass
+        '''
+    )
+    kernel = extract_kernels(source, "candidate.py")["tuned"]
+    x = torch.zeros(4)
+    check_arguments("tuned", kernel, [x, (x, x), 4, "relu"], {"num_warps": 4})
+    check_arguments("tuned", kernel, [x], {"pair": (x,), "n": 4, "T": tl.float32})
+    refused = [
+        ([x, (x, x), 4, {"x": x}], {}),  # a dict of tensors in a constexpr
+        ([x, (x, x), 4, x], {}),  # a tensor as a constexpr
+        ([x, [x, x], 4, 1], {}),  # a list in a plain parameter
+        ([x, (x, {"y": x}), 4, 1], {}),  # a dict inside a tuple
+        ([x, (x, x), 4], {"T": 1, "num_warps": x}),  # a tensor as a launch option
+        ([x, (x, x), 4, 1, 16, x], {}),  # beyond the signature
+    ]
+    for args, options in refused:
+        with pytest.raises(KernelArgumentError):
+            check_arguments("tuned", kernel, args, options)
