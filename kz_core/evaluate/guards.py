@@ -233,8 +233,37 @@ def _strict_setting(name: str, value: ast.AST | None) -> bool:
     return name.rsplit(".", 1)[-1].startswith("allow_") and _constant(value) is False
 
 
+def _saved_flags(tree: ast.Module) -> dict[str, str]:
+    """Names that hold a flag's own value: bound once in the source, by ``old =
+    torch.backends.cuda.matmul.allow_tf32`` (or a tuple of such), to the flag they read."""
+    stores: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    saved: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        pairs = list(zip(target.elts, value.elts)) if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts) else [(target, value)]
+        for name, read in pairs:
+            if isinstance(name, ast.Name) and isinstance(read, ast.Attribute) and stores.get(name.id) == 1:
+                flag = dotted_name(read)
+                if flag.startswith(FLAG_TARGET_PREFIXES):
+                    saved[name.id] = flag
+    return saved
+
+
+def _restored_setting(name: str, value: ast.AST | None, saved: dict[str, str]) -> bool:
+    """``torch.backends....allow_tf32 = old``, where ``old`` holds that flag's own value
+    read before (the save, tighten and restore of a kernel that computes its reference
+    strictly): the flag ends as it was."""
+    return isinstance(value, ast.Name) and saved.get(value.id) == name
+
+
 def _check_monkeypatch_and_flags(tree: ast.Module) -> list[Finding]:
     findings = []
+    saved = _saved_flags(tree)
     for node in ast.walk(tree):
         targets: list[ast.AST] = []
         if isinstance(node, ast.Assign):
@@ -251,6 +280,8 @@ def _check_monkeypatch_and_flags(tree: ast.Module) -> list[Finding]:
                 # ``torch.backends.cuda.matmul.allow_tf32 = False``: the default, or stricter
                 # numerics, set for exact local comparisons; nothing gets faster or less precise.
                 findings.append(_finding("global_flags_strict", f"the source sets {name} = False (no faster, no less precise)", node, Severity.INFO))
+            elif name.startswith(FLAG_TARGET_PREFIXES) and isinstance(node, ast.Assign) and _restored_setting(name, node.value, saved):
+                findings.append(_finding("global_flags_strict", f"the source restores {name} to the value it read from it", node, Severity.INFO))
             elif name.startswith(FLAG_TARGET_PREFIXES):
                 findings.append(_finding("global_flags", f"the source changes {name}, a process-wide numerics flag", node))
             elif _root(target) in PROTECTED_MODULES:

@@ -195,3 +195,46 @@ def test_switching_a_reduced_precision_mode_off_is_noted_not_rejected(line):
 )
 def test_every_other_flag_setting_is_still_rejected(line):
     assert "global_flags" in errors(line + "\nclass ModelNew(nn.Module):\n    pass\n")
+
+
+SAVE_AND_RESTORE = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        {save}
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        try:
+            return x
+        finally:
+            {restore}
+"""
+
+
+@pytest.mark.parametrize(
+    "save, restore",
+    [
+        ("old = torch.backends.cuda.matmul.allow_tf32; old_cudnn = torch.backends.cudnn.allow_tf32",
+         "torch.backends.cuda.matmul.allow_tf32 = old; torch.backends.cudnn.allow_tf32 = old_cudnn"),
+        ("old, old_cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32",
+         "torch.backends.cuda.matmul.allow_tf32 = old; torch.backends.cudnn.allow_tf32 = old_cudnn"),
+    ],
+)
+def test_a_flag_tightened_and_restored_to_its_own_value_is_noted_not_rejected(save, restore):
+    """Written against the version before, which rejected a published ``load_inline``
+    kernel as ``global_flags``: its forward reads TF32's flags, switches them off around
+    its work and puts the values it read back in a ``finally``. Restoring a flag from a
+    name bound once, to that flag's own value, leaves it as it was."""
+    findings = check_source(HEADER + SAVE_AND_RESTORE.format(save=save, restore=restore), "1_vector_add")
+    assert {(f.check, f.severity) for f in findings} == {("global_flags_strict", Severity.INFO)}, findings
+
+
+@pytest.mark.parametrize(
+    "save, restore",
+    [
+        ("old = torch.backends.cudnn.allow_tf32", "torch.backends.cuda.matmul.allow_tf32 = old"),  # another flag's value
+        ("old = torch.backends.cuda.matmul.allow_tf32; old = True", "torch.backends.cuda.matmul.allow_tf32 = old"),  # rebound
+        ("old = torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.benchmark = old"),
+    ],
+)
+def test_a_restore_from_anything_but_the_flags_own_value_is_still_rejected(save, restore):
+    assert "global_flags" in errors(SAVE_AND_RESTORE.format(save=save, restore=restore))

@@ -20,10 +20,16 @@ def defines_global_function(tree: ast.Module) -> bool:
 
 
 def calls_load_inline(tree: ast.Module) -> bool:
-    return any(
-        isinstance(node, ast.Call) and dotted_name(node.func).rsplit(".", 1)[-1] == "load_inline"
-        for node in ast.walk(tree)
-    )
+    """Whether the source calls ``load_inline``: by that name (``cpp_extension.load_inline``,
+    a module imported under any name) or by a name it imported or bound it as
+    (``from torch.utils.cpp_extension import load_inline as _load_inline``)."""
+    names = {"load_inline"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names.update(alias.asname for alias in node.names if alias.name == "load_inline" and alias.asname)
+        elif isinstance(node, ast.Assign) and not isinstance(node.value, ast.Call) and dotted_name(node.value).rsplit(".", 1)[-1] == "load_inline":
+            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+    return any(isinstance(node, ast.Call) and dotted_name(node.func).rsplit(".", 1)[-1] in names for node in ast.walk(tree))
 
 
 def check_cuda_source(code: str, backend: str) -> list[Finding]:

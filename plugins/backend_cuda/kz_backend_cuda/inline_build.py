@@ -533,9 +533,16 @@ def first_error(log: str) -> tuple[str, int | None, str]:
     return match.group(1), int(match.group(2) or match.group(3)), match.group(4).strip()
 
 
+#: Headers of CUDA's libraries, which toolkits install as components of their own (a
+#: toolkit with nvcc alone lacks them): a candidate that includes one and does not find it
+#: meets the machine's gap, not an error of its own.
+CUDA_LIBRARY_HEADERS = re.compile(r"^(?:cublas|cusparse|curand|cufft|cusolver|cudnn|nccl|nvjpeg|npp|cutensor|nvshmem)\w*\.h$")
+
+
 def toolkit_gap(log: str, cuda_home: str) -> str:
-    """Why a build failed for want of a header that torch's or CUDA's own headers include
-    (an incomplete toolkit, or torch built without CUDA: not the candidate's fault), or ""."""
+    """Why a build failed for want of a header that torch's or CUDA's own headers include,
+    or of a CUDA library's header that the candidate includes (an incomplete toolkit, or
+    torch built without CUDA: not the candidate's fault), or ""."""
     import torch
 
     torch_headers = os.path.join(os.path.dirname(torch.__file__), "include")
@@ -546,6 +553,8 @@ def toolkit_gap(log: str, cuda_home: str) -> str:
                 where = f"torch {torch.__version__}, a build without CUDA, which does not ship the CUDA headers of torch's CUDA builds"
             elif including.startswith((torch_headers, cuda_home or "/nonexistent")):
                 where = f"the CUDA toolkit at {cuda_home}"
+            elif CUDA_LIBRARY_HEADERS.match(header):
+                where = f"the CUDA toolkit at {cuda_home}, which lacks that CUDA library's headers"
             else:
                 continue
             included_by = os.path.relpath(including, torch_headers) if including.startswith(torch_headers) else including
@@ -607,7 +616,7 @@ def build(arguments: dict[str, Any], tools: Toolchain, timeout_s: float) -> Buil
     if shared is not None:
         record = read_record(shared)
         if record is not None:
-            return attrs.evolve(record, cached=True)
+            return _from_cache(record, tools)
     if deferring_builds():
         if USE_PRELUDE:
             prelude = prelude_arguments(arguments)
@@ -648,12 +657,22 @@ def build_shared(arguments: dict[str, Any], folder: str, device: str) -> dict[st
     return attrs.asdict(record)
 
 
+def _from_cache(record: BuildRecord, tools: Toolchain) -> BuildRecord:
+    """A finished build's record read back; a failure that, judged by this kz, was the
+    machine's gap (a record written by a kz that judged fewer headers so) is raised as
+    such, never replayed as the candidate's compiler error."""
+    gap = toolkit_gap(record.log, tools.cuda_home) if record.status == "failed" and record.log else ""
+    if gap:
+        raise InlineBuildError(gap, log=record.log, unavailable=True)
+    return attrs.evolve(record, cached=True)
+
+
 def build_into(folder: Path, arguments: dict[str, Any], tools: Toolchain, timeout_s: float, prelude: Prelude | None = None) -> BuildRecord:
     """:func:`build` in ``folder`` (its record there, if finished, is the result), with
     ``prelude`` when there is one."""
     record = read_record(folder)
     if record is not None:
-        return attrs.evolve(record, cached=True)
+        return _from_cache(record, tools)
     request = {"arguments": arguments, "folder": str(folder), "cuda_home": tools.cuda_home, "mode": tools.mode, "prelude": str(prelude.folder) if prelude else ""}
     record = _run_build(request, folder, tools, timeout_s, f"extension {arguments.get('name', '?')!r}")
     if record.status == "unavailable":

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+
+import pytest
+
 from kz_core.model import Candidate, Problem
 from kz_core.plugins import backends, get_plugin_manager
 
@@ -51,6 +55,26 @@ def test_static_checks_require_load_inline_for_cuda_inline_only():
     code = INLINE.replace("load_inline(", "compile_somehow(")
     assert [f.check for f in check_cuda_source(code, "cuda_inline")] == ["no_load_inline"]
     assert [f.check for f in check_cuda_source(code, "cuda")] == []
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "from torch.utils.cpp_extension import load_inline as _load_inline\n_load_inline(",
+        "import torch.utils.cpp_extension as ext\next.load_inline(",
+        "from torch.utils import cpp_extension\nbuild = cpp_extension.load_inline\nbuild(",
+    ],
+)
+def test_load_inline_under_another_name_is_load_inline(spelling):
+    """Written against the version before, which looked for a call named ``load_inline``
+    only: a published pipeline's template that imports it as ``_load_inline`` was
+    ``no_load_inline``, though kz replaces the function the alias names before the
+    candidate's module runs."""
+    imports, call = spelling.rsplit("\n", 1)
+    code = imports + "\n" + INLINE.replace("module = load_inline(", "module = " + call, 1)
+    assert call in code and ast.parse(code)
+    assert check_cuda_source(code, "cuda_inline") == []
+    assert [f.check for f in check_cuda_source(code.replace(call, "compile_somehow("), "cuda_inline")] == ["no_load_inline"]
 
 
 def test_static_checks_hook_answers_only_for_cuda_backends():

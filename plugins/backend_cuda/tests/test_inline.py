@@ -322,6 +322,31 @@ def test_a_header_missing_from_the_toolkit_is_the_machines_fault_not_the_candida
     assert inline_build.toolkit_gap("cuda.cu:3:10: fatal error: my_header.h: No such file or directory", "/usr/local/cuda") == ""
 
 
+def test_a_cuda_librarys_header_missing_from_the_toolkit_is_the_machines_fault():
+    """Written against the version before, where a published kernel calling cuBLAS
+    (``#include <cublas_v2.h>`` in its own source) was the candidate's ``compile_error`` on
+    a toolkit installed without cuBLAS: only headers torch's or CUDA's own headers include
+    counted as the machine's gap. A CUDA library's header does too; the candidate's own
+    headers do not."""
+    for header in ("cublas_v2.h", "cublasLt.h", "cudnn.h", "curand_kernel.h", "cusolverDn.h", "cufft.h"):
+        gap = inline_build.toolkit_gap(f"cuda.cu:6:10: fatal error: {header}: No such file or directory", "/usr/local/cuda")
+        assert gap == f"cannot compile here: {header} (included by cuda.cu) is missing from the CUDA toolkit at /usr/local/cuda, which lacks that CUDA library's headers"
+    nvcc = 'cuda.cu(6): catastrophic error: cannot open source file "cublas_v2.h"'
+    assert inline_build.toolkit_gap(nvcc, "/usr/local/cuda").startswith("cannot compile here: cublas_v2.h")
+    for header in ("cublas_helpers.hpp", "my_cublas.h", "cuda_fp16_extra.h"):
+        assert inline_build.toolkit_gap(f"cuda.cu:6:10: fatal error: {header}: No such file or directory", "/usr/local/cuda") == ""
+    # A record cached by a kz that judged it the candidate's error is read back as the gap.
+    import types
+
+    tools = types.SimpleNamespace(cuda_home="/usr/local/cuda")
+    stale = inline_build.BuildRecord("failed", message="load_inline: 1 compiler error", log="cuda.cu:6:10: fatal error: cublas_v2.h: No such file or directory")
+    with pytest.raises(inline_build.InlineBuildError) as raised:
+        inline_build._from_cache(stale, tools)
+    assert raised.value.unavailable and "cublas_v2.h" in raised.value.message
+    own = inline_build.BuildRecord("failed", message="load_inline: 1 compiler error", log="cuda.cu:6:10: error: expected ';'")
+    assert inline_build._from_cache(own, tools).cached
+
+
 def test_the_architecture_list_follows_the_environment_without_a_gpu(monkeypatch):
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
     assert inline_build.arch_list("cpu") == "8.0;9.0"
