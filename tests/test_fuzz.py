@@ -117,6 +117,58 @@ def test_session_check_for_users_own_hypothesis_tests():
             session.check(FuzzExample(overrides={"n": 6000}, seed=1))
 
 
+# Unstable (no max subtraction) unless a peek at eight input elements, outside torch's
+# dispatcher, finds them large: the path is chosen by the values of the inputs it is
+# recorded on.
+VALUE_GUARDED_SOFTMAX = """
+import numpy as np
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def fast_kernel(x_ptr, out_ptr, cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride + offs, mask=offs < cols, other=-float("inf"))
+    e = tl.exp(x)
+    tl.store(out_ptr + row * stride + offs, e / tl.sum(e, axis=0), mask=offs < cols)
+
+
+@triton.jit
+def safe_kernel(x_ptr, out_ptr, cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride + offs, mask=offs < cols, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * stride + offs, e / tl.sum(e, axis=0), mask=offs < cols)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        safe = float(np.abs(x.detach().cpu().numpy().reshape(-1)[:8]).max(initial=0.0)) > 60.0
+        kernel = safe_kernel if safe else fast_kernel
+        kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
+        return out
+"""
+
+
+def test_a_path_chosen_by_the_inputs_values_is_replayed_on_the_examples_values():
+    """Written against the version before, which recorded a fuzz example's plan on decoys
+    of the example's own value distribution: a softmax that is unstable unless a peek at a
+    few elements finds them large recorded its safe path on "large" decoys and passed the
+    "large" example (and, with the plan cached without the distribution, passed or failed
+    by which example came first). Decoys now have the default values, so the plan takes the
+    path those chose and the example's large values overflow it."""
+    with FuzzSession(PROBLEMS["3_row_softmax"], Candidate("3_row_softmax", "triton", VALUE_GUARDED_SOFTMAX), cpu_config()) as session:
+        with pytest.raises(FuzzFailure, match="non_finite"):
+            session.check(FuzzExample(distribution="large", seed=3))
+
+
 def kz(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kz_core.cli", *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
 

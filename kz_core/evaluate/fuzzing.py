@@ -232,7 +232,12 @@ class FuzzSession:
         key = "fuzz:" + json.dumps([example.overrides, example.dtype, example.layout], sort_keys=True)
         if key not in self._plans:
             worker = self._loaded_worker()
-            signature = {"key": key, "seed": secrets.randbits(62), "overrides": example.overrides, "example": attrs.asdict(example)}
+            # Decoys of the example's sizes, layout and dtype but the default values: a
+            # forward that chooses its path by its inputs' values (an unstable kernel
+            # guarded by a peek at a few elements) is replayed on the example's values with
+            # the path its decoys chose, and fails where that path is wrong.
+            decoys = attrs.evolve(example, distribution="default")
+            signature = {"key": key, "seed": secrets.randbits(62), "overrides": example.overrides, "example": attrs.asdict(decoys)}
             record = {**request, "op": "record", "signatures": [signature], "warmup": 1, "max_constant_bytes": int(config.plan_constant_mb) << 20}
             reply, failure = call_worker(worker, record, config.compile_timeout_s + config.run_timeout_s, "recording forward")
             if failure is not None or reply is None:
