@@ -122,6 +122,11 @@ def _is_jit_function(value: Any) -> bool:
     return isinstance(value, (JITFunction, InterpretedFunction))
 
 
+class MissingMember(ValueError):
+    """A module a kernel may use lacks the attribute (a Triton of another version): not a
+    refusal, since Triton resolves a kernel's names only on the paths it traces."""
+
+
 def _member(owner: types.ModuleType, attr: str) -> Any:
     """``owner.attr`` where a kernel may use it, else ``ValueError`` saying why. Modules reached
     are Triton's language and ``math``; other values must come from ``triton.language``."""
@@ -133,7 +138,7 @@ def _member(owner: types.ModuleType, attr: str) -> Any:
     if owner is triton and attr not in TRITON_ROOT_ATTRS:
         raise ValueError(f"triton.{attr} is not available to kernels")
     if not hasattr(owner, attr):
-        raise ValueError(f"module {owner.__name__} has no attribute {attr!r}")
+        raise MissingMember(f"module {owner.__name__} has no attribute {attr!r}")
     value = getattr(owner, attr)
     if isinstance(value, types.ModuleType):
         ok = _module_allowed(value.__name__) and value is not triton
@@ -170,6 +175,9 @@ def _is_literal(node: ast.expr) -> bool:
     return True
 
 
+_UNBOUND = object()
+
+
 class _Source:
     """What the module binds, read from its syntax tree: Triton and math imports, jit decorators,
     literal constants (bound once at the top level) and kernels."""
@@ -196,7 +204,47 @@ class _Source:
                     self.constants[target.id] = self.evaluate(stmt.value)
                 except (ValueError, TypeError, ArithmeticError):
                     pass  # not a literal constant: not bound, an error only if a kernel names it
+            elif isinstance(stmt, ast.If):
+                self._branch_constants(stmt)
         self._find_kernels(tree, inside_function=False)
+
+    def _branch_constants(self, stmt: ast.If) -> None:
+        """Constants a top-level ``if`` binds in its branches and nothing else binds (a
+        Triton-version switch: ``if new: triton_tanh = libdevice.tanh`` ``else:
+        triton_tanh = tl.math.tanh``): the first branch whose value is one, as imports."""
+        branches: list[dict[str, ast.expr]] = []
+        node: ast.stmt | None = stmt
+        while isinstance(node, ast.If):
+            branches.append(self._branch_assignments(node.body))
+            rest = node.orelse
+            node = rest[0] if len(rest) == 1 and isinstance(rest[0], ast.If) else None
+            if node is None:
+                branches.append(self._branch_assignments(rest))
+        for name in {name for branch in branches for name in branch}:
+            if self.counts.get(name) != sum(name in branch for branch in branches) or name in self.constants:
+                continue
+            for branch in branches:
+                if name in branch:
+                    try:
+                        self.constants[name] = self.evaluate(branch[name])
+                        break
+                    except (ValueError, TypeError, ArithmeticError):
+                        continue
+
+    @staticmethod
+    def _branch_assignments(stmts: list[ast.stmt]) -> dict[str, ast.expr]:
+        """``name = value`` statements of one branch, each name once."""
+        found: dict[str, ast.expr] = {}
+        seen: set[str] = set()
+        for stmt in stmts:
+            target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else getattr(stmt, "target", None)
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(target, ast.Name) and stmt.value is not None:
+                if target.id in seen:
+                    found.pop(target.id, None)
+                else:
+                    found[target.id] = stmt.value
+                seen.add(target.id)
+        return found
 
     def _imports(self, stmts: list[ast.stmt]) -> bool:
         """Bind module-level imports of Triton and math; a ``try``'s first handler is read only
@@ -214,7 +262,19 @@ class _Source:
                 elif stmt.handlers:
                     self._imports(stmt.handlers[0].body)
                 self._imports(stmt.finalbody)
-            elif isinstance(stmt, (ast.If, ast.For, ast.While, ast.With)):
+            elif isinstance(stmt, ast.If):
+                # Both branches are read (the test is the candidate's code, not run here);
+                # a name both bind keeps the first branch's binding where it imported
+                # (a Triton-version switch: ``if new: from ...libdevice import rsqrt``
+                # ``else: from triton.language.math import rsqrt``).
+                before = {**self.bindings}, {**self.aliases}
+                self._imports(stmt.body)
+                first = ({k: v for k, v in self.bindings.items() if before[0].get(k, _UNBOUND) is not v},
+                         {k: v for k, v in self.aliases.items() if before[1].get(k, _UNBOUND) is not v})
+                self._imports(stmt.orelse)
+                self.bindings.update(first[0])
+                self.aliases.update(first[1])
+            elif isinstance(stmt, (ast.For, ast.While, ast.With)):
                 self._imports(stmt.body + getattr(stmt, "orelse", []))
         return ok
 
@@ -330,13 +390,20 @@ class _Source:
         *outer, jit = fdef.decorator_list
         if self._decorator(jit) is not self.decorators["jit"]:
             _fail(jit, f"the jit decorator of kernel {fdef.name!r} must be its innermost (last) one")
-        if outer and isinstance(outer[0], ast.Name) and outer[0].id == "staticmethod" and "staticmethod" not in self.bindings:
-            outer = outer[1:]  # a kernel kept in a class: how it is reached, not what it computes
-        for node in outer:  # dropped unevaluated: the trusted side chooses configurations itself
-            if not isinstance(node, ast.Call) or not any(
-                    self._decorator(node) is self.decorators[k] for k in ("autotune", "heuristics")):
-                _fail(node, f"decorator of kernel {fdef.name!r} not allowed (only @staticmethod, outermost, "
-                            "and triton.autotune(...) and triton.heuristics(...) above triton.jit)")
+        def tuning(node: ast.expr) -> bool:
+            return isinstance(node, ast.Call) and any(self._decorator(node) is self.decorators[k] for k in ("autotune", "heuristics"))
+
+        # The candidate's own decorators outside Triton's (``@staticmethod`` for a kernel kept
+        # in a class, a library's ``@libentry()`` launcher cache, a registry): how it is
+        # reached, not what it computes. They run in the candidate's process only; here they
+        # are dropped unevaluated, as autotune's and heuristics' are (the trusted side
+        # replays the configurations the recording chose).
+        while outer and not tuning(outer[0]):
+            outer = outer[1:]
+        for node in outer:
+            if not tuning(node):
+                _fail(node, f"decorator of kernel {fdef.name!r} not allowed between Triton's (only triton.autotune(...) "
+                            "and triton.heuristics(...) between the candidate's own decorators and triton.jit)")
         kwargs: dict[str, Any] = {}
         for keyword in jit.keywords if isinstance(jit, ast.Call) else ():
             if keyword.arg not in JIT_KWARGS or not _is_literal(keyword.value):
@@ -448,6 +515,10 @@ class _KernelChecker:
                 try:
                     if not isinstance(self.source.static(link), types.ModuleType):
                         return
+                except MissingMember:
+                    # ``tl.math.tanh`` on a Triton without it, in a helper only a constexpr
+                    # branch not taken calls: the real module raises if it is ever reached.
+                    return
                 except ValueError as exc:
                     _fail(link, str(exc))
             _fail(node, "a module can only be used as `module.attribute`, not as a value")

@@ -411,7 +411,6 @@ BAD_BODIES = {
     "module_escape": "y = tl.core.inspect",
     "triton_runtime": "y = triton.runtime",
     "triton_compile": "y = triton.compile",
-    "missing_attribute": "y = tl.no_such_function(x)",
     "extra_pkgutil": "y = tl.extra.pkgutil",
     "ir_module": "y = tl.core.ir.builder",
     "typing_module": "y = tl.core.typing.cast",
@@ -440,9 +439,8 @@ def test_malicious_bodies_are_refused_with_their_line(body):
     "@triton.jit(do_not_specialize=make())\ndef k(x):",
     "@triton.jit(repr=str)\ndef k(x):",
     "@triton.jit('positional')\ndef k(x):",
-    "@functools.cache\n@triton.jit\ndef k(x):",
     "@triton.autotune(configs=[], key=[])\n@staticmethod\n@triton.jit\ndef k(x):",  # staticmethod: outermost only
-    "@staticmethod(1)\n@triton.jit\ndef k(x):",
+    "@triton.autotune(configs=[], key=[])\n@functools.cache\n@triton.jit\ndef k(x):",  # between Triton's
     "@triton.jit\n@triton.autotune(configs=[], key=[])\ndef k(x):",
     "@triton.jit\ndef k(x, n=len('a')):",
     "@triton.jit\ndef k(x, n=UNBOUND):",  # a module constant (BLOCK) is allowed; an unknown name is not
@@ -454,6 +452,74 @@ def test_malicious_bodies_are_refused_with_their_line(body):
 ])
 def test_signatures_and_decorators_are_checked(signature):
     refused("import functools\nimport triton\nimport triton.language as tl\nBLOCK = 1\n" + signature + "\n    return x\n")
+
+
+def test_the_candidates_own_decorators_outside_tritons_are_dropped():
+    """Written against the version before, which refused any decorator but
+    ``@staticmethod``, autotune and heuristics: FlagGems writes ``@libentry()`` (a launcher
+    cache of its own) above ``@triton.autotune`` and ``@triton.jit`` on nearly every kernel,
+    and such a candidate was a ``compile_error``. The candidate's decorators run in its own
+    process only; the trusted build drops them as it drops autotune's."""
+    for outer in ("@libentry()", "@functools.cache", "@staticmethod(1)", "@registry.register('add')\n@libentry()"):
+        kernels = extract_kernels(textwrap.dedent(f"""
+            import functools
+            import triton
+            import triton.language as tl
+            from mylib import libentry, registry
+
+            {outer.replace(chr(10), chr(10) + "            ")}
+            @triton.autotune(configs=[triton.Config({{"BLOCK": 4}})], key=["n"])
+            @triton.jit
+            def k(x_ptr, n, BLOCK: tl.constexpr):
+                pass
+        """), "candidate.py")
+        assert set(kernels) == {"k"}, outer
+
+
+def test_a_version_switch_binds_the_first_branch_that_imports():
+    """Written against the version before, which read both branches of a module-level
+    ``if`` and kept the last binding: Liger-Kernel's ``if triton >= 3: from
+    triton.language.extra.libdevice import rsqrt`` ``else: from triton.language.math import
+    rsqrt`` gave the trusted kernel the else branch's function (not callable under the
+    interpreter: a ``runtime_error``), and unsloth's ``triton_tanh = libdevice.tanh`` in
+    such a switch was "not available in a kernel". A name the branches alone bind takes the
+    first branch's value that is one; a missing attribute of an allowed module is refused
+    only where a traced path reaches it."""
+    source = textwrap.dedent("""
+        import operator
+        import triton
+        import triton.language as tl
+        from mylib import compare_version
+
+        if compare_version("triton", operator.ge, "3.0.0"):
+            try:
+                from triton.language import sigmoid as root
+            except ModuleNotFoundError:
+                from triton.language.standard import sigmoid as root
+            activation = tl.sigmoid
+            SCALE = 2.0
+        else:
+            from triton.language.math import rsqrt as root
+            activation = tl.math.no_such_function
+            SCALE = 3.0
+
+        @triton.jit
+        def never_called(x):
+            return tl.math.no_such_function(x)
+
+        @triton.jit
+        def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=1.0)
+            if MODE == 1:
+                x = never_called(x)
+            tl.store(out_ptr + offs, activation(root(x)) * SCALE, mask=offs < n)
+    """)
+    kernels = extract_kernels(source, "candidate.py")
+    x = torch.rand(10) + 0.5
+    out = torch.empty_like(x)
+    kernels["k"][(1,)](x, out, 10, BLOCK=16, MODE=0)
+    torch.testing.assert_close(out, torch.sigmoid(torch.sigmoid(x)) * 2.0)
 
 
 def test_nested_duplicate_and_syntax_errors_are_refused():
