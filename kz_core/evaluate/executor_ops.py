@@ -203,12 +203,15 @@ class ExecutorOps:
         replay = self.plans.get(request["plan"])
         if replay is None:
             return {"ok": False, "stage": "protocol", "message": f"no plan {request['plan']!r}"}
+        replay.judging = False  # judged in the trials; a timed call runs the plan alone
         try:
             timed = self.time_forward(replay, self.problem, request)
             synchronize(self.device)
             outputs, self.held = timed_output_entries(timed.outputs, bool(request.get("share")))
         except BaseException as exc:  # noqa: BLE001
             return error_reply("timing", exc)
+        finally:
+            replay.judging = True
         return {
             "ok": True,
             "stats": timed.stats,

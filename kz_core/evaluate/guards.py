@@ -238,8 +238,23 @@ def _saved_flags(tree: ast.Module) -> dict[str, str]:
     torch.backends.cuda.matmul.allow_tf32`` (or a tuple of such), to the flag they read."""
     stores: dict[str, int] = {}
     for node in ast.walk(tree):
+        # Every binding of a name in any scope: a parameter, an import, a handler, a
+        # function or class, a global declaration, as well as assignments (a parameter
+        # ``old=True`` shadowing the saved ``old`` would otherwise pass as a restore).
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            stores[node.id] = stores.get(node.id, 0) + 1
+            names = [node.id]
+        elif isinstance(node, ast.arg):
+            names = [node.arg]
+        elif isinstance(node, ast.alias):
+            names = [(node.asname or node.name).split(".")[0]]
+        elif isinstance(node, (ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name] if node.name else []
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names = list(node.names) * 2
+        else:
+            names = []
+        for name in names:
+            stores[name] = stores.get(name, 0) + 1
     saved: dict[str, str] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:

@@ -202,9 +202,6 @@ from kz_core.evaluate.execution import NON_COMPUTE_OPS, tensor_leaves  # noqa: E
 
 #: Ops that allocate without writing: what they return is poisoned in the trials.
 _UNINITIALISED = frozenset(f"aten::{name}" for name in ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"))
-#: Ops that may grow their first argument's memory without writing the new bytes
-#: (``x.new_empty(0).resize_(n)``): what they add is poisoned in the trials.
-_RESIZING = frozenset({"aten::resize_", "aten::resize_as_"})
 
 
 def poison_fresh(value: Any) -> None:
@@ -221,10 +218,19 @@ def poison_fresh(value: Any) -> None:
             torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage()).fill_(255)
 
 
-def _storage_bytes(value: Any) -> int:
-    import torch
+def _poison_growth(tensors: list[Any], states: list[tuple[int, int]]) -> None:
+    """:func:`poison_grown` for each tensor whose storage grew since ``states`` (not one
+    that now has another storage: ``set_`` shares memory, it makes none)."""
+    for tensor, (storage, before) in zip(tensors, states):
+        if _storage_state(tensor)[0] == storage:
+            poison_grown(tensor, before)
 
-    return value.untyped_storage().nbytes() if isinstance(value, torch.Tensor) else 0
+
+def _storage_state(tensor: Any) -> tuple[int, int]:
+    """Which storage a tensor has (the storage itself, which a resize keeps while it moves
+    its memory) and its size in bytes."""
+    storage = tensor.untyped_storage()
+    return storage._cdata, storage.nbytes()
 
 
 def poison_grown(tensor: Any, before: int) -> None:
@@ -299,58 +305,6 @@ def _tensor_refs(value: Any) -> list[tuple[str, int]]:
     return found
 
 
-def input_free_steps(plan: dict[str, Any], operators: Sequence[Any]) -> set[int]:
-    """The computing op steps of a plan whose tensors no input's data can have reached:
-    every tensor they read is a constant, a tensor the forward made, or one computed from
-    those alone, and no kernel and no write from what an input reached touched its memory
-    (views share their base's memory; a kernel may write anything into what it receives).
-    Conservative: the memory of anything a kernel received counts as reached."""
-    parent: dict[tuple[str, int], tuple[str, int]] = {}
-    reached: set[tuple[str, int]] = set()  # memory groups (their roots) an input's data reached
-
-    def root(ref: tuple[str, int]) -> tuple[str, int]:
-        while parent.get(ref, ref) != ref:
-            ref = parent[ref]
-        return ref
-
-    def is_reached(ref: tuple[str, int]) -> bool:
-        return ref[0] == "in" or root(ref) in reached
-
-    def join(base: tuple[str, int], view: tuple[str, int]) -> None:
-        either = is_reached(base) or is_reached(view)
-        top, other = root(base), root(view)
-        if top != other:
-            parent[other] = top
-        if either:
-            reached.add(top)
-
-    free: set[int] = set()
-    for index, (step, operator) in enumerate(zip(plan["steps"], operators)):
-        if step["kind"] == "kernel":
-            reached.update(root(ref) for ref in _tensor_refs([step.get("args"), step.get("options")]))
-            continue
-        args, kwargs = step.get("args") or [], step.get("kwargs") or {}
-        read = _tensor_refs([args, kwargs])
-        reads_input = any(is_reached(ref) for ref in read)
-        schema = operator._schema
-        for position, argument in enumerate(schema.arguments):
-            if argument.alias_info is not None and argument.alias_info.is_write and reads_input:
-                value = args[position] if position < len(args) else kwargs.get(argument.name)
-                reached.update(root(ref) for ref in _tensor_refs(value))
-        label = operator_label(step["op"])
-        aliases = label in NON_COMPUTE_OPS or any(result.alias_info is not None for result in schema.returns)
-        for out in _tensor_refs(step.get("out")):
-            if aliases and read:
-                join(read[0], out)  # a view, a copy or an in-place result: its first argument's memory
-            if reads_input:
-                # What any argument's data reached reaches the result: a join (torch.cat)
-                # of a made tensor and an input's is not input-free.
-                reached.add(root(out))
-        if label not in NON_COMPUTE_OPS and not reads_input:
-            free.add(index)
-    return free
-
-
 class Replay:
     """Replays plans on a device with the candidate's kernels (trusted side).
 
@@ -369,10 +323,14 @@ class Replay:
         self._labels = [operator_label(step["op"]) if step["kind"] == "op" else "" for step in plan["steps"]]
         self.launches = sum(1 for step in plan["steps"] if step["kind"] == "kernel")
         self.release = release_schedule(plan)
-        # A computing step counts once a replay runs it on more than host arithmetic
-        # (input_free_steps, small) or a scalar epilogue allows.
-        self.host_steps = input_free_steps(plan, self.operators)
+        # A computing step counts once a replay runs it on more than host arithmetic (on
+        # memory no input's data reached, small) or a scalar epilogue allows. Judged on the
+        # real storages as the replay runs (a lineage over the plan's references missed
+        # memory that ``set_`` shares); timing turns it off (``judging``): the same plan,
+        # the same shapes, already judged in the trials, and nothing added to a timed call.
+        self.judging = True
         self._computing_steps = {index: label for index, label in enumerate(self._labels) if label and label not in NON_COMPUTE_OPS}
+        self._list_ops = {index for index, step in enumerate(plan["steps"]) if step["kind"] == "op" and _is_list_op(self._labels[index])}
         self._computing: dict[str, None] = {}
 
     @property
@@ -382,16 +340,21 @@ class Replay:
         (:data:`SCALAR_EPILOGUE_STEPS`)."""
         return list(self._computing)
 
-    def _judge_step(self, index: int, tensors: list[Any], counts: list[int]) -> None:
+    def _judge_step(self, index: int, tensors: list[Any], input_free: bool, counts: list[int]) -> None:
         """Count one computing step of a replay among the computing ops unless it is one
-        of the call's first host arithmetic ops or scalar epilogues (``counts``: how many
-        of each the call has made so far, updated)."""
-        if index in self.host_steps:
+        of the call's first host arithmetic ops (``input_free``: no tensor it read holds
+        memory an input's data reached) or scalar epilogues (``counts``: how many of each
+        the call has made so far, updated). Ops over lists of tensors (``_foreach_*``)
+        are neither: one of them does as much work as its lists are long."""
+        sizes = [t.numel() for t in tensors]
+        if index in self._list_ops:
+            light = False
+        elif input_free:
             counts[0] += 1
-            light = counts[0] <= HOST_ARITHMETIC_STEPS and all(t.numel() <= HOST_ARITHMETIC_ELEMENTS for t in tensors)
+            light = counts[0] <= HOST_ARITHMETIC_STEPS and max(sizes, default=0) <= HOST_ARITHMETIC_ELEMENTS and sum(sizes) <= 4 * HOST_ARITHMETIC_ELEMENTS
         else:
             counts[1] += 1
-            light = counts[1] <= SCALAR_EPILOGUE_STEPS and all(t.numel() <= 1 for t in tensors)
+            light = counts[1] <= SCALAR_EPILOGUE_STEPS and max(sizes, default=0) <= 1 and len(sizes) <= 4
         if not light:
             self._computing.setdefault(self._computing_steps[index], None)
 
@@ -489,12 +452,16 @@ class Replay:
         writer: dict[int, str] = {}
         counts = [0, 0]  # host arithmetic ops, scalar epilogues (_judge_step)
         input_storages = {_storage_id(x) for x in inputs if isinstance(x, torch.Tensor)}
+        judging = self.judging
+        reached = set(input_storages)  # storages an input's data reached (judging only)
 
         for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
             args = self._decode(step["args"], env)
             if step["kind"] == "kernel":
                 options = {k: self._decode(v, env) for k, v in step["options"].items()}
                 self.launch(step, args, options)
+                if judging:  # a kernel may write anything into what it receives
+                    reached.update(_storage_id(tensor) for tensor in tensor_leaves([args, options]))
                 if track:
                     for key in [_storage_id(tensor) for tensor in tensor_leaves([args, options])]:
                         if key not in input_storages:
@@ -503,19 +470,25 @@ class Replay:
                 del args, options
             else:
                 kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
-                grows = track and self._labels[index] in _RESIZING and bool(args)
-                before = _storage_bytes(args[0]) if grows else 0
+                read = tensor_leaves([args, kwargs]) if judging or track else []
+                sizes = [_storage_state(t) for t in read] if track else []
+                read_keys = [_storage_id(t) for t in read] if judging else []
                 output = operator(*args, **kwargs)
                 if track and self._labels[index] in _UNINITIALISED:
                     poison_fresh(output)  # trials only: a timed call pays for nothing of kz's
-                elif grows:
-                    poison_grown(args[0], before)
+                elif track:
+                    # Memory an op grew without writing (resize_, set_ with a size): poisoned
+                    # like torch.empty's, whatever the op's name.
+                    _poison_growth(read, sizes)
                 self._bind(step["out"], output, env)
-                if index in self._computing_steps:
-                    self._judge_step(index, tensor_leaves([args, kwargs, output]), counts)
+                if judging:
+                    input_free = not any(key in reached for key in read_keys)
+                    _follow_lineage(operator, args, kwargs, output, read, read_keys, input_free, reached)
+                    if index in self._computing_steps:
+                        self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts)
                 if track:
                     _track_writes(operator, step["op"], args, kwargs, output, derived, writer)
-                del args, kwargs, output
+                del args, kwargs, output, read
             for number in self.release[index]:
                 # Its last use: let it go, as the forward did (a KernelBench norm's four
                 # intermediates of 6.4 GB each would otherwise live until the call ends).
@@ -527,6 +500,31 @@ class Replay:
             provenance["kernel_derived"] = [derived.get(_storage_id(t), False) for t in leaves]
             provenance["writers"] = [writer.get(_storage_id(t), "nothing (an input or a constant)") for t in leaves]
         return result
+
+
+def _is_list_op(label: str) -> bool:
+    """``_foreach_*`` and ``_fused_*`` ops, which compute over lists of tensors."""
+    name = label.removeprefix("aten::")
+    return name.startswith(("_foreach_", "_fused_"))
+
+
+def _follow_lineage(
+    operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any, read: list[Any], read_keys: list[int], input_free: bool, reached: set[int]
+) -> None:
+    """Update ``reached`` (the storages an input's data reached) after one op step: what
+    it wrote or made from reached data is reached; a storage it made afresh (which may
+    reuse a freed one's address) is reached only so. Views, ``set_`` and in-place results
+    share their storage, whose state they keep or, written from reached data, take."""
+    kept = set(read_keys)
+    for tensor in tensor_leaves(output):
+        key = _storage_id(tensor)
+        if key not in kept:
+            reached.discard(key)  # fresh memory
+        if not input_free:
+            reached.add(key)
+    if not input_free:
+        for tensor, _ in _written(operator, args, kwargs, output):
+            reached.add(_storage_id(tensor))
 
 
 def _track_writes(
@@ -580,9 +578,10 @@ def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any
     is_view = any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
     for index, argument in enumerate(schema.arguments):
         value = args[index] if index < len(args) else kwargs.get(argument.name)
-        if argument.alias_info is not None and argument.alias_info.is_write and isinstance(value, torch.Tensor):
-            whole = value.is_contiguous() and value.numel() * value.element_size() == value.untyped_storage().nbytes()
-            written.append((value, whole and schema.name.split("::")[1] in _OVERWRITING))
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            for tensor in tensor_leaves(value):  # a tensor, or each of a list (``_foreach_add_``)
+                whole = isinstance(value, torch.Tensor) and tensor.is_contiguous() and tensor.numel() * tensor.element_size() == tensor.untyped_storage().nbytes()
+                written.append((tensor, whole and schema.name.split("::")[1] in _OVERWRITING))
     if not is_view and not written:
         outputs = output if isinstance(output, (tuple, list)) else [output]
         written += [(t, True) for t in outputs if isinstance(t, torch.Tensor)]

@@ -234,6 +234,9 @@ def test_a_flag_tightened_and_restored_to_its_own_value_is_noted_not_rejected(sa
         ("old = torch.backends.cudnn.allow_tf32", "torch.backends.cuda.matmul.allow_tf32 = old"),  # another flag's value
         ("old = torch.backends.cuda.matmul.allow_tf32; old = True", "torch.backends.cuda.matmul.allow_tf32 = old"),  # rebound
         ("old = torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.benchmark = old"),
+        # a parameter shadowing the saved name: the "restore" sets what the caller passes
+        ("old = torch.backends.cuda.matmul.allow_tf32\n        def fast(old=True):\n            torch.backends.cuda.matmul.allow_tf32 = old\n        fast()", "pass"),
+        ("old = torch.backends.cuda.matmul.allow_tf32\n        from os import sep as old", "torch.backends.cuda.matmul.allow_tf32 = old"),
     ],
 )
 def test_a_restore_from_anything_but_the_flags_own_value_is_still_rejected(save, restore):

@@ -374,3 +374,41 @@ def test_a_join_with_an_input_is_reached_by_the_input():
     replay = _recorded(joined, torch.randn(4, 8))
     replay(torch.randn(4, 8))
     assert "aten::mul" in replay.compute_ops, replay.compute_ops
+
+
+def test_memory_shared_by_set_is_reached_where_its_source_is():
+    """Written against the version before, whose lineage followed the plan's references
+    and joined a moving op's result with its first argument only: ``q.set_(p)`` shares
+    ``p``'s memory, so after a kernel wrote ``p`` torch's add on ``q``'s views read as host
+    arithmetic (``tests/cheats/triton/set_alias_host_arithmetic.py``). The lineage now
+    follows the real storages as the replay runs."""
+
+    def aliased(x):
+        p = torch.empty(2, 4)
+        q = torch.empty(0)
+        q.set_(p)
+        with record_kernel("fake", {"name": "k"}, [1], [x, p], {}):
+            pass
+        return q[0] + q[1]
+
+    replay = _recorded(aliased, torch.randn(4, 8))
+    replay(torch.randn(4, 8))
+    assert replay.compute_ops == ["aten::add"]
+
+
+def test_ops_over_lists_of_tensors_are_never_light():
+    """Written against the version before, which judged an op by each of its tensors:
+    ``_foreach_add_`` over 4096 single-element views passed as one scalar epilogue
+    (``tests/cheats/triton/foreach_scalar_epilogue.py``). List ops count as computing, and
+    a write into a list's tensors is a write for the output's provenance."""
+
+    def listed(x):
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [out], {}):
+            pass
+        torch._foreach_add_(list(out.view(-1).unbind()), list(x.view(-1).unbind()))
+        return out
+
+    replay = _recorded(listed, torch.randn(2, 4))
+    replay(torch.randn(2, 4), provenance={})
+    assert replay.compute_ops == ["aten::_foreach_add_"]
