@@ -222,15 +222,18 @@ def _poison_growth(tensors: list[Any], states: list[tuple[int, int]]) -> None:
     """:func:`poison_grown` for each tensor whose storage grew since ``states`` (not one
     that now has another storage: ``set_`` shares memory, it makes none)."""
     for tensor, (storage, before) in zip(tensors, states):
-        if _storage_state(tensor)[0] == storage:
+        if storage and _storage_state(tensor)[0] == storage:
             poison_grown(tensor, before)
 
 
 def _storage_state(tensor: Any) -> tuple[int, int]:
     """Which storage a tensor has (the storage itself, which a resize keeps while it moves
-    its memory) and its size in bytes."""
-    storage = tensor.untyped_storage()
-    return storage._cdata, storage.nbytes()
+    its memory) and its size in bytes; (0, 0) for a tensor without one (sparse)."""
+    try:
+        storage = tensor.untyped_storage()
+        return storage._cdata, storage.nbytes()
+    except (RuntimeError, NotImplementedError):
+        return 0, 0
 
 
 def poison_grown(tensor: Any, before: int) -> None:
@@ -580,7 +583,7 @@ def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any
         value = args[index] if index < len(args) else kwargs.get(argument.name)
         if argument.alias_info is not None and argument.alias_info.is_write:
             for tensor in tensor_leaves(value):  # a tensor, or each of a list (``_foreach_add_``)
-                whole = isinstance(value, torch.Tensor) and tensor.is_contiguous() and tensor.numel() * tensor.element_size() == tensor.untyped_storage().nbytes()
+                whole = isinstance(value, torch.Tensor) and tensor.is_contiguous() and tensor.numel() * tensor.element_size() == _storage_state(tensor)[1]
                 written.append((tensor, whole and schema.name.split("::")[1] in _OVERWRITING))
     if not is_view and not written:
         outputs = output if isinstance(output, (tuple, list)) else [output]

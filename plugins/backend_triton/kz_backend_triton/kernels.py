@@ -41,6 +41,14 @@ def _python_function(kernel: Any) -> Any:
     return None
 
 
+def _annotation_text(annotation: Any) -> str:
+    """An annotation as Triton reads it to find constexprs (``tl.constexpr``, the string
+    ``"tl.constexpr"``)."""
+    if isinstance(annotation, str):
+        return annotation
+    return str(getattr(annotation, "__name__", annotation))
+
+
 def _holds_tensor(value: Any) -> bool:
     import torch
 
@@ -76,10 +84,8 @@ def check_arguments(name: str, kernel: Any, args: list[Any], options: dict[str, 
     function = _python_function(kernel)
     if function is None:
         return
-    from triton.runtime.jit import _normalize_ty
-
     parameters = list(inspect.signature(function).parameters.values())
-    constexpr = {p.name for p in parameters if p.annotation is not inspect.Parameter.empty and "constexpr" in _normalize_ty(p.annotation)}
+    constexpr = {p.name for p in parameters if p.annotation is not inspect.Parameter.empty and "constexpr" in _annotation_text(p.annotation)}
     bound = [(parameters[i].name if i < len(parameters) else None, value) for i, value in enumerate(args)]
     bound += list(options.items())
     names = {p.name for p in parameters}
