@@ -3,8 +3,8 @@
 - ``no_triton_kernel`` (error): the source defines no ``@triton.jit`` function, so it
   cannot be a Triton solution, whatever it computes.
 - ``kernel_not_launched`` (warning): a kernel is defined but the source has no
-  ``kernel[grid](...)`` launch of it and no call from (or mention in) another kernel,
-  as a ``tl.associative_scan`` combine function is. Launches made
+  ``kernel[grid](...)`` launch of it, no call from another kernel and no mention at all
+  (a ``tl.associative_scan`` combine function, a kernel chosen into a variable). Launches made
   through an alias are legal Python, so this is only a warning; the evaluator's launch
   count is the proof that decides.
 """
@@ -53,6 +53,13 @@ def called_from_kernels(kernels: list[ast.FunctionDef]) -> set[str]:
     return found
 
 
+def mentioned_names(tree: ast.Module) -> set[str]:
+    """Names read anywhere in the module (``kernel = safe if big else fast`` before
+    ``kernel[grid](...)``, a table of kernels): a kernel named so is launched through an
+    alias, not dead."""
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+
+
 def check_triton_source(code: str) -> list[Finding]:
     """Findings for one Triton candidate's source (empty when it does not parse: the core
     reports syntax errors once, as a format error)."""
@@ -67,7 +74,7 @@ def check_triton_source(code: str) -> list[Finding]:
                 message="no @triton.jit kernel is defined: a Triton candidate must compute with its own Triton kernels",
             )
         ]
-    used = launched_names(tree) | called_from_kernels(kernels)
+    used = launched_names(tree) | called_from_kernels(kernels) | mentioned_names(tree)
     return [
         Finding(
             check="kernel_not_launched",

@@ -81,3 +81,11 @@ def test_a_combine_function_given_to_a_scan_is_not_a_dead_kernel():
     code = GOOD.replace("import triton.language as tl", "import triton.language as tl\n\n@triton.jit\ndef add_fn(a, b):\n    return a + b\n")
     code = code.replace("tl.load(x_ptr + offsets, mask=mask) +", "tl.associative_scan(tl.load(x_ptr + offsets, mask=mask), 0, add_fn) +")
     assert "add_fn)" in code and checks(code) == []
+
+
+def test_a_kernel_chosen_into_a_variable_is_not_a_dead_kernel():
+    """Written against the version before, which warned ``kernel_not_launched`` for both
+    kernels of ``kernel = safe_kernel if big else fast_kernel`` followed by
+    ``kernel[grid](...)``: a kernel the module names is launched through an alias."""
+    code = GOOD.replace("add_kernel[(triton.cdiv(x.numel(), 1024),)]", "launch = add_kernel\n        launch[(triton.cdiv(x.numel(), 1024),)]")
+    assert "launch = add_kernel" in code and checks(code) == []
