@@ -218,6 +218,23 @@ def poison_fresh(value: Any) -> None:
             torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage()).fill_(255)
 
 
+#: Ops that write their ``self`` without filling it: what they grow is not written.
+_SIZING = frozenset({"aten::resize_", "aten::resize_as_", "aten::set_", "aten::_resize_output_", "aten::resize_as_sparse_"})
+
+
+def _filled(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any]) -> set[int]:
+    """The ids of the tensors an op writes as its result (``out=`` and in-place
+    arguments), whose growth it fills; none for the ops that only size their ``self``."""
+    if label in _SIZING:
+        return set()
+    filled: set[int] = set()
+    for position, argument in enumerate(operator._schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            value = args[position] if position < len(args) else kwargs.get(argument.name)
+            filled.update(id(t) for t in tensor_leaves(value))
+    return filled
+
+
 def _poison_growth(tensors: list[Any], states: list[tuple[int, int]]) -> None:
     """:func:`poison_grown` for each tensor whose storage grew since ``states`` (not one
     that now has another storage: ``set_`` shares memory, it makes none)."""
@@ -431,7 +448,14 @@ class Replay:
 
     @staticmethod
     def _bind(pattern: Any, value: Any, env: dict[str, list[Any]]) -> None:
+        import torch
+
         if isinstance(pattern, dict) and "t" in pattern:
+            if not isinstance(value, torch.Tensor):
+                # The recorder binds tensors only (a scalar result is a literal): a plan
+                # that names a number as a value would carry an input's data (``item()``)
+                # past the lineage, which follows storages.
+                raise PlanError(f"an operator returned a {type(value).__name__} where the plan names a tensor")
             env["val"].append(value)
         elif isinstance(pattern, dict) and "tuple" in pattern:
             values = list(value) if isinstance(value, (tuple, list)) else []
@@ -481,8 +505,10 @@ class Replay:
                     poison_fresh(output)  # trials only: a timed call pays for nothing of kz's
                 elif track:
                     # Memory an op grew without writing (resize_, set_ with a size): poisoned
-                    # like torch.empty's, whatever the op's name.
-                    _poison_growth(read, sizes)
+                    # like torch.empty's, whatever the op's name; not what an op wrote
+                    # itself (``torch.cat(..., out=buffer)`` grows and fills its ``out``).
+                    filled = _filled(operator, self._labels[index], args, kwargs)
+                    _poison_growth([t for t in read if id(t) not in filled], [z for t, z in zip(read, sizes) if id(t) not in filled])
                 self._bind(step["out"], output, env)
                 if judging:
                     input_free = not any(key in reached for key in read_keys)
@@ -505,10 +531,17 @@ class Replay:
         return result
 
 
+#: Views that set a tensor's negative or conjugate bit: a moving op that reads such a
+#: tensor (``clone``, ``copy_``, ``resolve_neg``) computes the negation, and ``set_`` can
+#: carry the bit onto other memory.
+_BIT_VIEWS = frozenset({"_neg_view", "_conj", "conj"})
+
+
 def _is_list_op(label: str) -> bool:
-    """``_foreach_*`` and ``_fused_*`` ops, which compute over lists of tensors."""
+    """Ops never judged light: ``_foreach_*`` and ``_fused_*`` ops, which compute over
+    lists of tensors, and the views that set a negative or conjugate bit."""
     name = label.removeprefix("aten::")
-    return name.startswith(("_foreach_", "_fused_"))
+    return name.startswith(("_foreach_", "_fused_", "_amp_foreach_")) or name in _BIT_VIEWS
 
 
 def _follow_lineage(

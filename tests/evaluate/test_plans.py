@@ -412,3 +412,44 @@ def test_ops_over_lists_of_tensors_are_never_light():
     replay = _recorded(listed, torch.randn(2, 4))
     replay(torch.randn(2, 4), provenance={})
     assert replay.compute_ops == ["aten::_foreach_add_"]
+
+
+def test_a_negative_bit_set_in_the_forward_is_computing():
+    """``torch.zeros(1)._neg_view()`` is one element made in the forward, which passed as
+    host arithmetic; ``set_`` then carried its negative bit onto the input's memory and a
+    ``clone`` (a moving op) computed ``-x``. Views that set a negative or conjugate bit
+    always count."""
+
+    def negated(x):
+        s = torch.zeros(1)._neg_view()
+        s.set_(x)
+        out = s.clone()
+        with record_kernel("fake", {"name": "k"}, [1], [out], {}):
+            pass
+        return out
+
+    replay = _recorded(negated, torch.randn(8))
+    replay(torch.randn(8), provenance={})
+    assert replay.compute_ops == ["aten::_neg_view"]
+
+
+def test_what_an_op_writes_into_its_out_argument_is_not_poisoned():
+    """Written against the first version of the growth poisoning, which poisoned every
+    storage an op grew: ``torch.cat(..., out=x.new_empty(0))`` grows and fills its ``out``,
+    and an honest kernel's joined output read NaN. What ``resize_`` and ``set_`` grow stays
+    poisoned (``test_memory_a_trial_grows_with_resize_is_poisoned``)."""
+
+    def joined(x):
+        a = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [x, a], {}):
+            pass
+        out = x.new_empty(0)
+        torch.cat([a, a], out=out)
+        return out
+
+    x = torch.randn(8)
+    recorder = Recorder([x], 1 << 20)
+    plan = recorder.plan(recorder.call(joined, [x]))
+    replay = Replay(plan, recorder.constants, lambda step, args, options: args[1].copy_(args[0]), "cpu")
+    fresh = torch.randn(8)
+    torch.testing.assert_close(replay(fresh, provenance={}), torch.cat([fresh, fresh]), rtol=0, atol=0)

@@ -127,6 +127,37 @@ class MissingMember(ValueError):
     refusal, since Triton resolves a kernel's names only on the paths it traces."""
 
 
+_TOLERATED: frozenset[str] | None = None
+
+
+def _tolerated_missing() -> frozenset[str]:
+    """Names a kernel may name on a language module that lacks them (a Triton of another
+    version): the public functions of ``triton.language``, its ``math`` and ``libdevice``,
+    less every global of Triton's interpreter module (which its rewriting copies into
+    language modules at run time)."""
+    global _TOLERATED
+    if _TOLERATED is None:
+        import triton.language as tl
+        import triton.language.math as tl_math
+
+        modules: list[Any] = [tl, tl_math]
+        try:
+            from triton.language.extra import libdevice
+
+            modules.append(libdevice)
+        except ImportError:  # pragma: no cover - a Triton without it
+            pass
+        names = {n for module in modules for n in dir(module) if not n.startswith("_") and n[:1].islower() and callable(getattr(module, n, None))}
+        try:
+            import triton.runtime.interpreter as interpreter
+
+            names -= set(vars(interpreter))
+        except ImportError:  # pragma: no cover - a Triton without its interpreter
+            pass
+        _TOLERATED = frozenset(names)
+    return _TOLERATED
+
+
 def _member(owner: types.ModuleType, attr: str) -> Any:
     """``owner.attr`` where a kernel may use it, else ``ValueError`` saying why. Modules reached
     are Triton's language and ``math``; other values must come from ``triton.language``."""
@@ -515,10 +546,17 @@ class _KernelChecker:
                 try:
                     if not isinstance(self.source.static(link), types.ModuleType):
                         return
-                except MissingMember:
+                except MissingMember as exc:
                     # ``tl.math.tanh`` on a Triton without it, in a helper only a constexpr
                     # branch not taken calls: the real module raises if it is ever reached.
-                    return
+                    # Only as the chain's last link, and only a name Triton's language
+                    # gives a function somewhere: the interpreter copies its own module's
+                    # globals (numpy, dataclasses, ...) into the language modules whose
+                    # functions it rewrites, so a name missing now may be there at run
+                    # time, and a chain through it reached Python's builtins.
+                    if link is node and link.attr in _tolerated_missing():
+                        return
+                    _fail(link, str(exc))
                 except ValueError as exc:
                     _fail(link, str(exc))
             _fail(node, "a module can only be used as `module.attribute`, not as a value")
