@@ -235,12 +235,25 @@ def _filled(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any]) 
     return filled
 
 
-def _poison_growth(tensors: list[Any], states: list[tuple[int, int]]) -> None:
+def _poison_growth(tensors: list[Any], states: list[tuple[int, int]], filled: set[int]) -> None:
     """:func:`poison_grown` for each tensor whose storage grew since ``states`` (not one
-    that now has another storage: ``set_`` shares memory, it makes none)."""
+    that now has another storage: ``set_`` shares memory, it makes none); of a tensor the
+    op wrote (``filled``), only the grown bytes outside the span it covers (an ``out=``
+    view placed past its storage's end grows it far more than it writes)."""
     for tensor, (storage, before) in zip(tensors, states):
         if storage and _storage_state(tensor)[0] == storage:
-            poison_grown(tensor, before)
+            span = _byte_span(tensor) if id(tensor) in filled else None
+            poison_grown(tensor, before, span)
+
+
+def _byte_span(tensor: Any) -> tuple[int, int]:
+    """The bytes of its storage a strided tensor covers, ``(start, end)``."""
+    size = tensor.element_size()
+    start = tensor.storage_offset() * size
+    if tensor.numel() == 0:
+        return start, start
+    extent = 1 + sum((n - 1) * abs(st) for n, st in zip(tensor.shape, tensor.stride()))
+    return start, start + extent * size
 
 
 def _storage_state(tensor: Any) -> tuple[int, int]:
@@ -253,19 +266,24 @@ def _storage_state(tensor: Any) -> tuple[int, int]:
         return 0, 0
 
 
-def poison_grown(tensor: Any, before: int) -> None:
+def poison_grown(tensor: Any, before: int, written: tuple[int, int] | None = None) -> None:
     """The bytes of ``tensor``'s memory past the first ``before`` set as
-    :func:`poison_fresh` sets them (a ``resize_`` that grew it keeps only what was there)."""
+    :func:`poison_fresh` sets them (a ``resize_`` that grew it keeps only what was there),
+    but for the ``written`` byte span, an op's own result."""
     import torch
 
     storage = tensor.untyped_storage()
-    if storage.nbytes() <= before:
+    end = storage.nbytes()
+    if end <= before:
         return
-    raw = torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(storage)[before:]
-    if tensor.dtype is torch.bool:
-        raw.fill_(1)
-    else:
-        raw.fill_(255)
+    raw = torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(storage)
+    value = 1 if tensor.dtype is torch.bool else 255
+    ranges = [(before, end)]
+    if written is not None:
+        ranges = [(before, min(end, max(before, written[0]))), (max(before, written[1]), end)]
+    for start, stop in ranges:
+        if stop > start:
+            raw[start:stop].fill_(value)
 
 
 #: Ops that overwrite their first argument entirely when it covers its storage.
@@ -367,8 +385,8 @@ class Replay:
         the call has made so far, updated). Ops over lists of tensors (``_foreach_*``)
         are neither: one of them does as much work as its lists are long."""
         sizes = [t.numel() for t in tensors]
-        if index in self._list_ops:
-            light = False
+        if index in self._list_ops or any(t.is_neg() or t.is_conj() for t in tensors):
+            light = False  # a negative or conjugate bit: moving ops would compute with it
         elif input_free:
             counts[0] += 1
             light = counts[0] <= HOST_ARITHMETIC_STEPS and max(sizes, default=0) <= HOST_ARITHMETIC_ELEMENTS and sum(sizes) <= 4 * HOST_ARITHMETIC_ELEMENTS
@@ -456,6 +474,10 @@ class Replay:
                 # that names a number as a value would carry an input's data (``item()``)
                 # past the lineage, which follows storages.
                 raise PlanError(f"an operator returned a {type(value).__name__} where the plan names a tensor")
+            if value.layout is not torch.strided:
+                # A sparse tensor's values are memory of another tensor, out of the
+                # lineage's sight; Triton kernels take strided tensors only.
+                raise PlanError(f"an operator returned a {value.layout} tensor; a plan's tensors are strided")
             env["val"].append(value)
         elif isinstance(pattern, dict) and "tuple" in pattern:
             values = list(value) if isinstance(value, (tuple, list)) else []
@@ -507,8 +529,7 @@ class Replay:
                     # Memory an op grew without writing (resize_, set_ with a size): poisoned
                     # like torch.empty's, whatever the op's name; not what an op wrote
                     # itself (``torch.cat(..., out=buffer)`` grows and fills its ``out``).
-                    filled = _filled(operator, self._labels[index], args, kwargs)
-                    _poison_growth([t for t in read if id(t) not in filled], [z for t, z in zip(read, sizes) if id(t) not in filled])
+                    _poison_growth(read, sizes, _filled(operator, self._labels[index], args, kwargs))
                 self._bind(step["out"], output, env)
                 if judging:
                     input_free = not any(key in reached for key in read_keys)

@@ -453,3 +453,26 @@ def test_what_an_op_writes_into_its_out_argument_is_not_poisoned():
     replay = Replay(plan, recorder.constants, lambda step, args, options: args[1].copy_(args[0]), "cpu")
     fresh = torch.randn(8)
     torch.testing.assert_close(replay(fresh, provenance={}), torch.cat([fresh, fresh]), rtol=0, atol=0)
+
+
+def test_a_bit_set_by_any_op_is_computing(monkeypatch):
+    """Written against the version before, which knew the bit-setting views by name only:
+    a forged plan's ``adjoint`` of a complex tensor sets its conjugate bit and ``imag`` of
+    that is a float view with the negative bit, which ``set_`` could carry onto an input
+    for a ``clone`` to negate. Any op that reads or makes a tensor with such a bit counts
+    (here with the names forgotten, as for ops the list does not know)."""
+    from kz_core.evaluate import plans
+
+    monkeypatch.setattr(plans, "_BIT_VIEWS", frozenset())
+
+    def flagged(x):
+        z = torch.zeros(1, 1, dtype=torch.complex64).adjoint()
+        s = torch.imag(z)
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [x, out], {}):
+            pass
+        return out, s
+
+    replay = _recorded(flagged, torch.randn(8))
+    replay(torch.randn(8), provenance={})
+    assert replay.compute_ops == ["aten::_conj", "aten::_neg_view"], replay.compute_ops
