@@ -246,6 +246,24 @@ def _poison_growth(tensors: list[Any], states: list[tuple[int, int]], filled: se
             poison_grown(tensor, before, span)
 
 
+def _check_bounds(output: Any, label: str) -> None:
+    """Refuse a result that reaches past its storage (``_reshape_alias`` and
+    ``_unsafe_view`` check no bounds): a plan may not read or write the executor's memory
+    outside the tensors it has."""
+    for tensor in tensor_leaves(output):
+        if tensor.layout is not _strided() or tensor.numel() == 0:
+            continue
+        start, end = _byte_span(tensor)
+        if any(stride < 0 for stride in tensor.stride()) or end > _storage_state(tensor)[1]:
+            raise PlanError(f"{label} returned a view past the end of its memory")
+
+
+def _strided() -> Any:
+    import torch
+
+    return torch.strided
+
+
 def _byte_span(tensor: Any) -> tuple[int, int]:
     """The bytes of its storage a strided tensor covers, ``(start, end)``."""
     size = tensor.element_size()
@@ -297,12 +315,21 @@ def resolve_operator(op: Sequence[str]) -> Any:
     namespace, name, overload = op
     if namespace != "aten":
         raise PlanError(f"operator namespace {namespace!r} is not replayable")
+    if not isinstance(name, str) or name.startswith("__"):
+        raise PlanError(f"operator name {name!r} is not replayable")
     packet = getattr(torch.ops.aten, name, None)
-    if packet is None:
+    if packet is None or not isinstance(packet, torch._ops.OpOverloadPacket):
         raise PlanError(f"torch has no operator aten::{name}")
-    overload_fn = getattr(packet, overload or "default", None)
-    if overload_fn is None:
+    overload = overload or "default"
+    # Only the packet's own overloads: any other attribute of it (``__setattr__``) named as
+    # an overload would run in the trusted executor.
+    if not isinstance(overload, str) or overload not in packet.overloads():
         raise PlanError(f"torch has no overload aten::{name}.{overload}")
+    overload_fn = getattr(packet, overload)
+    # Ops that open files: two mappings of one file are two storages over the same memory,
+    # which the lineage (one storage, one memory) cannot follow; no wrapper needs them.
+    if any(argument.name == "filename" for argument in overload_fn._schema.arguments):
+        raise PlanError(f"aten::{name} opens a file, which a plan may not do")
     return overload_fn
 
 
@@ -530,6 +557,7 @@ class Replay:
                     # like torch.empty's, whatever the op's name; not what an op wrote
                     # itself (``torch.cat(..., out=buffer)`` grows and fills its ``out``).
                     _poison_growth(read, sizes, _filled(operator, self._labels[index], args, kwargs))
+                _check_bounds(output, self._labels[index])
                 self._bind(step["out"], output, env)
                 if judging:
                     input_free = not any(key in reached for key in read_keys)

@@ -476,3 +476,29 @@ def test_a_bit_set_by_any_op_is_computing(monkeypatch):
     replay = _recorded(flagged, torch.randn(8))
     replay(torch.randn(8), provenance={})
     assert replay.compute_ops == ["aten::_conj", "aten::_neg_view"], replay.compute_ops
+
+
+def test_a_plan_names_only_real_overloads_and_no_file_ops():
+    """Written against the version before, which took any attribute of an operator's
+    packet as an overload (``__setattr__`` ran in the trusted executor and renamed
+    ``aten::copy_``) and replayed ``aten::from_file`` (two shared mappings of one file are
+    two storages over the same memory, out of the lineage's sight)."""
+    from kz_core.evaluate.plans import PlanError, resolve_operator
+
+    assert resolve_operator(["aten", "add", "Tensor"]) is torch.ops.aten.add.Tensor
+    assert resolve_operator(["aten", "clone", ""]) is torch.ops.aten.clone.default
+    for op in (["aten", "copy_", "__setattr__"], ["aten", "clone", "_op"], ["aten", "__class__", "default"], ["aten", "from_file", "default"], ["aten", "save", "default"]):
+        with pytest.raises(PlanError):
+            resolve_operator(op)
+
+
+def test_a_view_past_the_end_of_its_memory_is_refused():
+    """Written against the version before: ``_reshape_alias`` (a moving op, which torch
+    replays without a bounds check) made a view reaching past its storage, so a plan could
+    read and write the trusted executor's memory outside its tensors."""
+    from kz_core.evaluate.plans import PlanError, _check_bounds
+
+    small = torch.zeros(4)
+    _check_bounds(torch.ops.aten._reshape_alias(small, [2, 2], [2, 1]), "aten::_reshape_alias")
+    with pytest.raises(PlanError):
+        _check_bounds(torch.ops.aten._reshape_alias(small, [1 << 20], [1]), "aten::_reshape_alias")
