@@ -222,17 +222,13 @@ def poison_fresh(value: Any) -> None:
 _SIZING = frozenset({"aten::resize_", "aten::resize_as_", "aten::set_", "aten::_resize_output_", "aten::resize_as_sparse_"})
 
 
-def _filled(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any]) -> set[int]:
+def _filled(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any], output: Any) -> set[int]:
     """The ids of the tensors an op writes as its result (``out=`` and in-place
-    arguments), whose growth it fills; none for the ops that only size their ``self``."""
+    arguments: :func:`_written`), whose growth it fills; none for the ops that only size
+    their ``self``."""
     if label in _SIZING:
         return set()
-    filled: set[int] = set()
-    for position, argument in enumerate(operator._schema.arguments):
-        if argument.alias_info is not None and argument.alias_info.is_write:
-            value = args[position] if position < len(args) else kwargs.get(argument.name)
-            filled.update(id(t) for t in tensor_leaves(value))
-    return filled
+    return {id(tensor) for tensor, _ in _written(operator, args, kwargs, output)}
 
 
 def _poison_growth(tensors: list[Any], states: list[tuple[int, int]], filled: set[int]) -> None:
@@ -250,18 +246,14 @@ def _check_bounds(output: Any, label: str) -> None:
     """Refuse a result that reaches past its storage (``_reshape_alias`` and
     ``_unsafe_view`` check no bounds): a plan may not read or write the executor's memory
     outside the tensors it has."""
+    import torch
+
     for tensor in tensor_leaves(output):
-        if tensor.layout is not _strided() or tensor.numel() == 0:
+        if tensor.layout is not torch.strided or tensor.numel() == 0:
             continue
         start, end = _byte_span(tensor)
         if any(stride < 0 for stride in tensor.stride()) or end > _storage_state(tensor)[1]:
             raise PlanError(f"{label} returned a view past the end of its memory")
-
-
-def _strided() -> Any:
-    import torch
-
-    return torch.strided
 
 
 def _byte_span(tensor: Any) -> tuple[int, int]:
@@ -395,7 +387,7 @@ class Replay:
         # the same shapes, already judged in the trials, and nothing added to a timed call.
         self.judging = True
         self._computing_steps = {index: label for index, label in enumerate(self._labels) if label and label not in NON_COMPUTE_OPS}
-        self._list_ops = {index for index, step in enumerate(plan["steps"]) if step["kind"] == "op" and _is_list_op(self._labels[index])}
+        self._never_light = {index for index, step in enumerate(plan["steps"]) if step["kind"] == "op" and _never_light(self._labels[index])}
         self._computing: dict[str, None] = {}
 
     @property
@@ -412,7 +404,7 @@ class Replay:
         the call has made so far, updated). Ops over lists of tensors (``_foreach_*``)
         are neither: one of them does as much work as its lists are long."""
         sizes = [t.numel() for t in tensors]
-        if index in self._list_ops or any(t.is_neg() or t.is_conj() for t in tensors):
+        if index in self._never_light or any(t.is_neg() or t.is_conj() for t in tensors):
             light = False  # a negative or conjugate bit: moving ops would compute with it
         elif input_free:
             counts[0] += 1
@@ -556,12 +548,12 @@ class Replay:
                     # Memory an op grew without writing (resize_, set_ with a size): poisoned
                     # like torch.empty's, whatever the op's name; not what an op wrote
                     # itself (``torch.cat(..., out=buffer)`` grows and fills its ``out``).
-                    _poison_growth(read, sizes, _filled(operator, self._labels[index], args, kwargs))
+                    _poison_growth(read, sizes, _filled(operator, self._labels[index], args, kwargs, output))
                 _check_bounds(output, self._labels[index])
                 self._bind(step["out"], output, env)
                 if judging:
                     input_free = not any(key in reached for key in read_keys)
-                    _follow_lineage(operator, args, kwargs, output, read, read_keys, input_free, reached)
+                    _follow_lineage(operator, args, kwargs, output, read_keys, input_free, reached)
                     if index in self._computing_steps:
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts)
                 if track:
@@ -586,7 +578,7 @@ class Replay:
 _BIT_VIEWS = frozenset({"_neg_view", "_conj", "conj"})
 
 
-def _is_list_op(label: str) -> bool:
+def _never_light(label: str) -> bool:
     """Ops never judged light: ``_foreach_*`` and ``_fused_*`` ops, which compute over
     lists of tensors, and the views that set a negative or conjugate bit."""
     name = label.removeprefix("aten::")
@@ -594,7 +586,7 @@ def _is_list_op(label: str) -> bool:
 
 
 def _follow_lineage(
-    operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any, read: list[Any], read_keys: list[int], input_free: bool, reached: set[int]
+    operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any, read_keys: list[int], input_free: bool, reached: set[int]
 ) -> None:
     """Update ``reached`` (the storages an input's data reached) after one op step: what
     it wrote or made from reached data is reached; a storage it made afresh (which may

@@ -41,22 +41,19 @@ def launched_names(tree: ast.Module) -> set[str]:
 
 
 def called_from_kernels(kernels: list[ast.FunctionDef]) -> set[str]:
-    """Names a kernel body calls or passes on (device functions called by a kernel, and
-    combine functions given to ``tl.reduce`` or ``tl.associative_scan``)."""
-    found = set()
-    for kernel in kernels:
-        for node in ast.walk(kernel):
-            if isinstance(node, ast.Call) and dotted_name(node.func):
-                found.add(dotted_name(node.func).rsplit(".", 1)[-1])
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                found.add(node.id)
-    return found
+    """Names called inside kernel bodies (device functions called by a kernel)."""
+    return {
+        dotted_name(node.func).rsplit(".", 1)[-1]
+        for kernel in kernels
+        for node in ast.walk(kernel)
+        if isinstance(node, ast.Call) and dotted_name(node.func)
+    }
 
 
 def mentioned_names(tree: ast.Module) -> set[str]:
     """Names read anywhere in the module (``kernel = safe if big else fast`` before
-    ``kernel[grid](...)``, a table of kernels): a kernel named so is launched through an
-    alias, not dead."""
+    ``kernel[grid](...)``, a table of kernels, a combine function given to
+    ``tl.associative_scan``): a kernel named so is used, not dead."""
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
 
 

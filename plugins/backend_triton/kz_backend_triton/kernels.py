@@ -92,9 +92,12 @@ def check_arguments(name: str, kernel: Any, args: list[Any], options: dict[str, 
     for param, value in bound:
         memory = param is not None and param in names and param not in constexpr
         if (memory and not _memory_argument(value)) or (not memory and _holds_tensor(value)):
-            where = f"its constexpr parameter {param!r}" if param in constexpr else (f"the launch option {param!r}" if param else "an extra argument")
             if memory:
                 where = f"a list or dict in its parameter {param!r}"
+            elif param in constexpr:
+                where = f"its constexpr parameter {param!r}"
+            else:
+                where = f"the launch option {param!r}" if param else "an extra argument"
             raise KernelArgumentError(
                 f"the launch of Triton kernel {name!r} gave a tensor in {where}; a kernel takes tensors only as plain "
                 "(non-constexpr) parameters or tuples of them, which it reads as memory"

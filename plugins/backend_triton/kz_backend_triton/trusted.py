@@ -211,7 +211,8 @@ _UNBOUND = object()
 
 class _Source:
     """What the module binds, read from its syntax tree: Triton and math imports, jit decorators,
-    literal constants (bound once at the top level) and kernels."""
+    literal constants (bound once at the top level, or in the branches of a top-level
+    ``if`` alone) and kernels."""
 
     def __init__(self, tree: ast.Module) -> None:
         import triton
