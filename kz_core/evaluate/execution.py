@@ -525,7 +525,13 @@ NON_COMPUTE_OPS = frozenset(
         "numel set_ resize_ _local_scalar_dense item is_nonzero result_type _has_compatible_shallow_copy_type "
         "record_stream resolve_conj resolve_neg "
         "cat concat concatenate stack hstack vstack dstack column_stack constant_pad_nd pad flip fliplr flipud "
-        "roll repeat tile"
+        "roll repeat tile "
+        # In-place and composite spellings of views (the profiler names the composite;
+        # ``x.T`` is ``numpy_T``), and im2col (``F.unfold``: a conv's patches gathered into
+        # columns for a kernel's GEMM, moved as a strided copy would).
+        "unsqueeze_ squeeze_ t_ transpose_ swapaxes swapaxes_ swapdims swapdims_ moveaxis numpy_T mT ravel "
+        "reshape_as type_as as_strided_ resize_as_ unfold diagonal view_as_real view_as_complex tensor_split "
+        "unsafe_split unsafe_split_with_sizes unsafe_chunk hsplit vsplit dsplit atleast_1d atleast_2d atleast_3d im2col"
     ).split()
 )
 

@@ -201,7 +201,13 @@ def validate_plan(plan: Any, backend: str, constants: int) -> dict[str, Any]:
 from kz_core.evaluate.execution import NON_COMPUTE_OPS, tensor_leaves  # noqa: E402
 
 #: Ops that allocate without writing: what they return is poisoned in the trials.
-_UNINITIALISED = frozenset(f"aten::{name}" for name in ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"))
+_UNINITIALISED = frozenset(
+    f"aten::{name}"
+    for name in (
+        "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
+        "_empty_affine_quantized", "_empty_per_channel_affine_quantized", "empty_quantized",
+    )
+)
 
 
 def poison_fresh(value: Any) -> None:
@@ -325,6 +331,37 @@ def resolve_operator(op: Sequence[str]) -> Any:
     return overload_fn
 
 
+#: What a plan value must be in an operator argument of each non-tensor type: torch reads
+#: a tensor's data for an ``int`` (``__index__``), so a tensor named where the schema has a
+#: number would index by data that moving ops then carry (a 256-entry table looked up by
+#: ``select`` computes anything); an ``int`` where a dtype belongs picks dtypes that plans
+#: do not allow.
+_TAGGED = {"ScalarType": "dtype", "Layout": "layout", "Device": "device", "MemoryFormat": "memory_format"}
+
+#: Overloads of moving ops that take a position from a tensor's data: a lookup computes,
+#: so they count as computing (host arithmetic on input-free values still passes).
+DATA_INDEXED = frozenset({("narrow", "Tensor")})
+
+
+def check_step_arguments(operator: Any, args: list[Any], kwargs: dict[str, Any], where: str) -> None:
+    """A plan step's encoded arguments against its operator's schema: a tensor only where
+    the schema has a tensor, a tagged dtype, layout, device or memory format where it has
+    one of those. Raises :class:`PlanError`."""
+    schema = operator._schema
+    by_name = {argument.name: argument for argument in schema.arguments}
+    if len(args) > len(schema.arguments) or any(name not in by_name for name in kwargs):
+        raise PlanError(f"{where}: arguments that aten::{schema.name.split('::')[1]} does not take")
+    for argument, value in [*zip(schema.arguments, args), *((by_name[name], value) for name, value in kwargs.items())]:
+        kind = str(getattr(argument, "real_type", argument.type)).removeprefix("Optional[").removesuffix("]")
+        if "Tensor" in kind:
+            continue
+        if _tensor_refs(value):
+            raise PlanError(f"{where}: a tensor given for {argument.name} ({argument.type}) of aten::{schema.name.split('::')[1]}")
+        tag = _TAGGED.get(kind)
+        if tag and value is not None and not (isinstance(value, dict) and tag in value):
+            raise PlanError(f"{where}: {argument.name} of aten::{schema.name.split('::')[1]} must be a {tag}, not {value!r}")
+
+
 def operator_label(op: Sequence[str]) -> str:
     return f"aten::{op[1]}"
 
@@ -377,6 +414,9 @@ class Replay:
         self.device = device
         self.constants = [c.to(device) if isinstance(c, torch.Tensor) else c for c in constants]
         self.operators = [resolve_operator(step["op"]) if step["kind"] == "op" else None for step in plan["steps"]]
+        for index, (step, operator) in enumerate(zip(plan["steps"], self.operators)):
+            if operator is not None:
+                check_step_arguments(operator, step["args"], step["kwargs"], f"step {index}")
         self._labels = [operator_label(step["op"]) if step["kind"] == "op" else "" for step in plan["steps"]]
         self.launches = sum(1 for step in plan["steps"] if step["kind"] == "kernel")
         self.release = release_schedule(plan)
@@ -386,7 +426,11 @@ class Replay:
         # memory that ``set_`` shares); timing turns it off (``judging``): the same plan,
         # the same shapes, already judged in the trials, and nothing added to a timed call.
         self.judging = True
-        self._computing_steps = {index: label for index, label in enumerate(self._labels) if label and label not in NON_COMPUTE_OPS}
+        self._computing_steps = {
+            index: label
+            for index, (label, step) in enumerate(zip(self._labels, plan["steps"]))
+            if label and (label not in NON_COMPUTE_OPS or (step["op"][1], step["op"][2] or "default") in DATA_INDEXED)
+        }
         self._never_light = {index for index, step in enumerate(plan["steps"]) if step["kind"] == "op" and _never_light(self._labels[index])}
         self._computing: dict[str, None] = {}
 

@@ -42,6 +42,36 @@ def test_compute_ops_ignore_data_movement():
     assert execution.torch_compute_ops(names) == ["aten::mm", "aten::add"]
 
 
+def test_views_and_moves_in_every_spelling_are_not_compute():
+    """What the profiler and the dispatcher name for views (properties, composites,
+    in-place forms) and moves that honest wrappers use: none counts as torch computing."""
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    x = torch.randn(2, 3, 4, 5)
+    pairs = torch.randn(4, 2)
+    spellings = [
+        lambda: x.T, lambda: x.mT, lambda: x.swapaxes(1, 2), lambda: x.swapdims(1, 2), lambda: x.moveaxis(1, 2),
+        lambda: x.ravel(), lambda: x.unfold(2, 2, 1), lambda: x.diagonal(), lambda: x.reshape_as(x),
+        lambda: torch.view_as_real(torch.view_as_complex(pairs)), lambda: x.clone().unsqueeze_(0),
+        lambda: x.clone().unsqueeze(0).squeeze_(0), lambda: x[0, 0].clone().t_(), lambda: x.clone().transpose_(0, 1),
+        lambda: x.clone().swapaxes_(0, 1), lambda: torch.empty(0).resize_as_(x), lambda: F.unfold(x, 2),
+        lambda: x.tensor_split(2, dim=1), lambda: torch.atleast_3d(x), lambda: torch.cat([x, x]),
+    ]
+
+    class Names(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(f"aten::{func._schema.name.split('::')[1]}")
+            return func(*args, **(kwargs or {}))
+
+    for spelling in spellings:
+        seen: list[str] = []
+        with profile(activities=[ProfilerActivity.CPU]) as trace, Names():
+            spelling()
+        assert execution.torch_compute_ops([event.name for event in trace.events()] + seen) == []
+
+
 def test_flags_are_restored():
     before = execution.global_flags()
     torch.set_float32_matmul_precision("medium")

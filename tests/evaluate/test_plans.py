@@ -502,3 +502,38 @@ def test_a_view_past_the_end_of_its_memory_is_refused():
     _check_bounds(torch.ops.aten._reshape_alias(small, [2, 2], [2, 1]), "aten::_reshape_alias")
     with pytest.raises(PlanError):
         _check_bounds(torch.ops.aten._reshape_alias(small, [1 << 20], [1]), "aten::_reshape_alias")
+
+
+def test_a_step_names_a_tensor_only_where_its_operator_takes_one():
+    """A tensor where the schema has a number would index by data (torch reads it through
+    ``__index__``); an int where a dtype belongs would pick dtypes plans do not allow."""
+    from kz_core.evaluate.plans import PlanError, check_step_arguments, resolve_operator
+
+    select = resolve_operator(["aten", "select", "int"])
+    check_step_arguments(select, [{"t": ["in", 0]}, 0, 3], {}, "step 0")
+    with pytest.raises(PlanError, match="a tensor given for index"):
+        check_step_arguments(select, [{"t": ["in", 0]}, 0, {"t": ["val", 1]}], {}, "step 0")
+    empty = resolve_operator(["aten", "empty", "memory_format"])
+    check_step_arguments(empty, [[4]], {"dtype": {"dtype": "float32"}, "device": {"device": "cpu"}}, "step 0")
+    with pytest.raises(PlanError, match="must be a dtype"):
+        check_step_arguments(empty, [[4]], {"dtype": 14}, "step 0")
+    with pytest.raises(PlanError, match="does not take"):
+        check_step_arguments(empty, [[4]], {"nonsense": 1}, "step 0")
+
+
+def test_a_plan_naming_a_number_as_a_value_is_refused():
+    """``item()``'s number bound as a plan value would carry an input's data past the
+    lineage, which follows storages (the cheat that first did it is now refused earlier,
+    by the schema check of the step that used the number)."""
+    from kz_core.evaluate.plans import PlanError
+    from kz_core.evaluate.recording import PLAN_VERSION
+
+    plan = {
+        "version": PLAN_VERSION,
+        "inputs": [{"kind": "tensor", "dtype": "float32", "shape": [1], "stride": [1]}],
+        "steps": [{"kind": "op", "op": ["aten", "_local_scalar_dense", "default"], "args": [{"t": ["in", 0]}], "kwargs": {}, "out": {"t": ["val", 0]}}],
+        "outputs": {"t": ["val", 0]},
+        "constants": 0,
+    }
+    with pytest.raises(PlanError, match="returned a float where the plan names a tensor"):
+        Replay(plan, [], lambda *args: None, "cpu")(torch.ones(1))

@@ -1,6 +1,6 @@
 # problem: 4_row_sum
 # expect: runtime_error
-# check: runtime_error
+# check: runtime_error|not_replayable
 # gpu_only: false
 # class: 7
 # hack: input data laundered through item(): the candidate writes into its own plan an _local_scalar_dense step whose number the plan names as a value, then aten::full steps filled with it, so the lineage (which follows storages) saw torch finish the reduction of the kernel's partial sums on memory no input reached, as host arithmetic. Judged correct by the version before; a plan that names a number as a value is refused.
