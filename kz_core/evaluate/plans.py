@@ -338,9 +338,16 @@ def resolve_operator(op: Sequence[str]) -> Any:
 #: do not allow.
 _TAGGED = {"ScalarType": "dtype", "Layout": "layout", "Device": "device", "MemoryFormat": "memory_format"}
 
-#: Overloads of moving ops that take a position from a tensor's data: a lookup computes,
-#: so they count as computing (host arithmetic on input-free values still passes).
-DATA_INDEXED = frozenset({("narrow", "Tensor")})
+#: The tensor arguments of moving ops whose data they move (or whose shape they read).
+#: A moving op's overload with any other tensor argument takes positions from that
+#: tensor's data (``narrow.Tensor``'s start, ``tensor_split``'s split points): a lookup
+#: computes, so it counts as computing (host arithmetic on input-free values still passes).
+_MOVED_ARGUMENTS = frozenset({"self", "other", "src", "tensors", "out", "value", "from", "source", "tensor", "the_template"})
+
+
+def data_indexed(operator: Any) -> bool:
+    """Whether an operator takes a tensor argument outside :data:`_MOVED_ARGUMENTS`."""
+    return any("Tensor" in str(argument.type) and argument.name not in _MOVED_ARGUMENTS for argument in operator._schema.arguments)
 
 
 def check_step_arguments(operator: Any, args: list[Any], kwargs: dict[str, Any], where: str) -> None:
@@ -428,8 +435,8 @@ class Replay:
         self.judging = True
         self._computing_steps = {
             index: label
-            for index, (label, step) in enumerate(zip(self._labels, plan["steps"]))
-            if label and (label not in NON_COMPUTE_OPS or (step["op"][1], step["op"][2] or "default") in DATA_INDEXED)
+            for index, (label, operator) in enumerate(zip(self._labels, self.operators))
+            if label and (label not in NON_COMPUTE_OPS or data_indexed(operator))
         }
         self._never_light = {index for index, step in enumerate(plan["steps"]) if step["kind"] == "op" and _never_light(self._labels[index])}
         self._computing: dict[str, None] = {}
@@ -541,6 +548,10 @@ class Replay:
                 # A sparse tensor's values are memory of another tensor, out of the
                 # lineage's sight; Triton kernels take strided tensors only.
                 raise PlanError(f"an operator returned a {value.layout} tensor; a plan's tensors are strided")
+            if value.is_quantized or str(value.dtype).removeprefix("torch.") not in _DTYPES:
+                # A quantized tensor computes as bytes move into it (``copy_`` rounds,
+                # scales and clamps): only the dtypes a plan may name.
+                raise PlanError(f"an operator returned a {value.dtype} tensor, which plans do not allow")
             env["val"].append(value)
         elif isinstance(pattern, dict) and "tuple" in pattern:
             values = list(value) if isinstance(value, (tuple, list)) else []
@@ -704,8 +715,11 @@ def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any
                 whole = isinstance(value, torch.Tensor) and tensor.is_contiguous() and tensor.numel() * tensor.element_size() == _storage_state(tensor)[1]
                 written.append((tensor, whole and schema.name.split("::")[1] in _OVERWRITING))
     if not is_view and not written:
+        # What it made afresh; a result on an argument's storage is a view whose schema
+        # does not say so (``unsafe_split``), which wrote nothing.
         outputs = output if isinstance(output, (tuple, list)) else [output]
-        written += [(t, True) for t in outputs if isinstance(t, torch.Tensor)]
+        shared = {_storage_id(t) for t in tensor_leaves([args, kwargs])}
+        written += [(t, True) for t in outputs if isinstance(t, torch.Tensor) and _storage_id(t) not in shared]
     return written
 
 

@@ -537,3 +537,24 @@ def test_a_plan_naming_a_number_as_a_value_is_refused():
     }
     with pytest.raises(PlanError, match="returned a float where the plan names a tensor"):
         Replay(plan, [], lambda *args: None, "cpu")(torch.ones(1))
+
+
+def test_a_view_whose_schema_does_not_say_so_wrote_nothing():
+    """``unsafe_split``'s results share the input's storage although its schema names no
+    alias: they are not torch's writes (a kernel's output split so kept its provenance)."""
+    from kz_core.evaluate.plans import _written, resolve_operator
+
+    x = torch.randn(8)
+    split = resolve_operator(["aten", "unsafe_split", "Tensor"])
+    assert _written(split, [x, 4], {}, split(x, 4)) == []
+    add = resolve_operator(["aten", "add", "Tensor"])
+    assert len(_written(add, [x, x], {}, add(x, x))) == 1
+
+
+def test_moving_ops_that_position_by_data_count_as_computing():
+    from kz_core.evaluate.plans import data_indexed, resolve_operator
+
+    assert data_indexed(resolve_operator(["aten", "narrow", "Tensor"]))
+    assert data_indexed(resolve_operator(["aten", "tensor_split", "tensor_indices_or_sections"]))
+    for op in (["aten", "narrow", "default"], ["aten", "copy_", "default"], ["aten", "fill_", "Tensor"], ["aten", "cat", "default"], ["aten", "resize_as_", "default"]):
+        assert not data_indexed(resolve_operator(op)), op
