@@ -531,7 +531,10 @@ NON_COMPUTE_OPS = frozenset(
         # columns for a kernel's GEMM, moved as a strided copy would).
         "unsqueeze_ squeeze_ t_ transpose_ swapaxes swapaxes_ swapdims swapdims_ moveaxis numpy_T mT ravel "
         "reshape_as type_as as_strided_ resize_as_ unfold diagonal view_as_real view_as_complex tensor_split "
-        "unsafe_split unsafe_split_with_sizes unsafe_chunk hsplit vsplit dsplit atleast_1d atleast_2d atleast_3d im2col"
+        "unsafe_split unsafe_split_with_sizes unsafe_chunk hsplit vsplit dsplit atleast_1d atleast_2d atleast_3d im2col "
+        # A vector placed on a matrix's diagonal, zeros elsewhere (a diagonal matmul written
+        # as the problem states it: ``torch.diag(A)`` and a kernel's product).
+        "diag diag_embed diagflat"
     ).split()
 )
 

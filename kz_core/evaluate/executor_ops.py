@@ -158,6 +158,7 @@ class ExecutorOps:
                     "structure": structure,
                     "launches": replay.launches,
                     "compute_ops": replay.compute_ops,
+                    "host_reads": list(replay.host_reads),
                     "input_fingerprints": prints,
                     "output_types": [f"{type(x).__module__}.{type(x).__qualname__}" for x in leaves],
                     "output_devices": [str(x.device) if isinstance(x, torch.Tensor) else "" for x in leaves],

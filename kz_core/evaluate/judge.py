@@ -194,6 +194,13 @@ def judge_trials(
         for finding in compared:
             check = "size_variation" if varied and finding.check in _VARIATION_RENAMED else finding.check
             _once(findings, Finding(check, finding.message, finding.severity, finding.line))
+        if trial.get("host_reads") and any(f.severity is Severity.ERROR for f in compared):
+            _once(findings, Finding(
+                "host_read",
+                f"{where}: forward read a value computed from the inputs back to the host ({', '.join(trial['host_reads'][:4])}, e.g. .item()); "
+                "a plan replays it as the number it had when recorded, on other inputs, so what depends on it is wrong: pass it to the kernel as a tensor",
+                Severity.WARNING,
+            ))
         max_abs, max_rel = max(max_abs, abs_error), max(max_rel, rel_error)
     if reply.get("compute_ops"):
         severity = Severity.ERROR if guards == "strict" else Severity.WARNING

@@ -440,6 +440,10 @@ class Replay:
         }
         self._never_light = {index for index, step in enumerate(plan["steps"]) if step["kind"] == "op" and _never_light(self._labels[index])}
         self._computing: dict[str, None] = {}
+        #: Ops that read a value computed from the inputs back to the host (``item()``):
+        #: the plan holds the number the recording saw, so what depends on it is replayed
+        #: with that number (said beside a mismatch, the likely cause).
+        self.host_reads: dict[str, None] = {}
 
     @property
     def compute_ops(self) -> list[str]:
@@ -448,7 +452,7 @@ class Replay:
         (:data:`SCALAR_EPILOGUE_STEPS`)."""
         return list(self._computing)
 
-    def _judge_step(self, index: int, tensors: list[Any], input_free: bool, counts: list[int]) -> None:
+    def _judge_step(self, index: int, tensors: list[Any], input_free: bool, counts: list[int], label: str = "") -> None:
         """Count one computing step of a replay among the computing ops unless it is one
         of the call's first host arithmetic ops (``input_free``: no tensor it read holds
         memory an input's data reached) or scalar epilogues (``counts``: how many of each
@@ -464,7 +468,7 @@ class Replay:
             counts[1] += 1
             light = counts[1] <= SCALAR_EPILOGUE_STEPS and max(sizes, default=0) <= 1 and len(sizes) <= 4
         if not light:
-            self._computing.setdefault(self._computing_steps[index], None)
+            self._computing.setdefault(label or self._computing_steps[index], None)
 
     def precompile(self, precompile: Callable[[dict[str, Any], list[Any], dict[str, Any]], None]) -> bool:
         """Run the plan on ``meta`` tensors of the recorded input shapes, calling
@@ -577,6 +581,7 @@ class Replay:
         input_storages = {_storage_id(x) for x in inputs if isinstance(x, torch.Tensor)}
         judging = self.judging
         reached = set(input_storages)  # storages an input's data reached (judging only)
+        tainted: set[int] = set()  # storages reached by input bytes viewed as another dtype (judging only)
 
         for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
             args = self._decode(step["args"], env)
@@ -584,7 +589,10 @@ class Replay:
                 options = {k: self._decode(v, env) for k, v in step["options"].items()}
                 self.launch(step, args, options)
                 if judging:  # a kernel may write anything into what it receives
-                    reached.update(_storage_id(tensor) for tensor in tensor_leaves([args, options]))
+                    keys = {_storage_id(tensor) for tensor in tensor_leaves([args, options])}
+                    reached.update(keys)
+                    if keys & tainted:  # reinterpreted bits passed through a kernel stay so
+                        tainted.update(keys)
                 if track:
                     for key in [_storage_id(tensor) for tensor in tensor_leaves([args, options])]:
                         if key not in input_storages:
@@ -611,6 +619,18 @@ class Replay:
                     _follow_lineage(operator, args, kwargs, output, read_keys, input_free, reached)
                     if index in self._computing_steps:
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts)
+                    elif self._labels[index] in _HOST_READS and not input_free:
+                        self.host_reads.setdefault(self._labels[index], None)
+                    elif converted := conversion(operator, self._labels[index], args, kwargs, output, tainted):
+                        # A moving op that converts values computes (a cast to an integer).
+                        self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, converted)
+                    elif not input_free and (viewed := reinterpretation(self._labels[index], args, output)):
+                        tainted.update(_storage_id(t) for t in tensor_leaves(output))
+                        if any(str(t.dtype) == "torch.bool" for t in tensor_leaves(output)):
+                            self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, viewed)
+                    if tainted and any(key in tainted for key in read_keys):
+                        tainted.update(_storage_id(t) for t in tensor_leaves(output))
+                        tainted.update(_storage_id(t) for t, _ in _written(operator, args, kwargs, output))
                 if track:
                     _track_writes(operator, step["op"], args, kwargs, output, derived, writer)
                 del args, kwargs, output, read
@@ -625,6 +645,65 @@ class Replay:
             provenance["kernel_derived"] = [derived.get(_storage_id(t), False) for t in leaves]
             provenance["writers"] = [writer.get(_storage_id(t), "nothing (an input or a constant)") for t in leaves]
         return result
+
+
+#: Ops whose result is a Python number or truth value read from a tensor's data.
+_HOST_READS = frozenset({"aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal"})
+
+#: Moving ops that allocate or reinterpret bytes as another dtype: they convert no value.
+_REINTERPRETING = frozenset(
+    f"aten::{name}"
+    for name in (
+        "view set_ view_as_real view_as_complex empty empty_like empty_strided empty_permuted new_empty new_empty_strided "
+        "zeros zeros_like ones ones_like full full_like new_zeros new_ones new_full arange"
+    ).split()
+)
+
+
+def _kind(dtype: Any) -> str:
+    """A dtype's kind: b(ool), c(omplex), f(loat) or i(nteger)."""
+    return "b" if str(dtype) == "torch.bool" else "c" if dtype.is_complex else "f" if dtype.is_floating_point else "i"
+
+
+#: Arguments whose shape or dtype alone an op takes (``x.view_as(other)``).
+_TEMPLATES = frozenset({"aten::view_as", "aten::expand_as", "aten::reshape_as", "aten::resize_as_", "aten::type_as", "aten::to"})
+
+
+def conversion(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any], output: Any, tainted: set[int] | None = None) -> str:
+    """What a moving op computes by converting values ("" when nothing): a float made an
+    integer or a truth value (truncation and the thresholds it makes decide on the data:
+    bytes of ``[0, 0, top, 0x3F]`` truncated to an int are the sign test), or an integer
+    made a truth value; and any conversion of bytes that were reinterpreted as another
+    dtype (``tainted``: storages such bytes reached), where sign extension or rounding to
+    float8 is a test on the bits. Floats made other floats (rounding) and integers made
+    floats or other integers move values, as an honest ``x.float()`` or ``.to(x.dtype)``
+    does."""
+    if label in _REINTERPRETING:
+        return ""
+    sources: list[Any] = []
+    for index, argument in enumerate(operator._schema.arguments):
+        written = argument.alias_info is not None and argument.alias_info.is_write
+        if "Tensor" in str(argument.type) and not written and not (label in _TEMPLATES and argument.name in ("other", "the_template")):
+            sources += tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name))
+    targets = [tensor for tensor, _ in _written(operator, args, kwargs, output)] + tensor_leaves(output)
+    for source in sources:
+        for target in targets:
+            a, b = _kind(source.dtype), _kind(target.dtype)
+            bits = tainted is not None and _storage_id(source) in tainted and source.dtype != target.dtype
+            if bits or (a in "fc" and b in "ib") or (a == "i" and b == "b"):
+                return f"{label} ({str(source.dtype).removeprefix('torch.')} to {str(target.dtype).removeprefix('torch.')})"
+    return ""
+
+
+def reinterpretation(label: str, args: list[Any], output: Any) -> str:
+    """A view of a tensor's bytes as another dtype ("" when not): its storage then holds
+    bits that a conversion could test. Viewed as bool it is the test itself (``!= 0``)."""
+    if label not in ("aten::view", "aten::view_as_real", "aten::view_as_complex") or not args or not hasattr(args[0], "dtype"):
+        return ""
+    leaves = tensor_leaves(output)
+    if not leaves or leaves[0].dtype == args[0].dtype:
+        return ""
+    return f"{label} ({str(args[0].dtype).removeprefix('torch.')} as {str(leaves[0].dtype).removeprefix('torch.')})"
 
 
 #: Views that set a tensor's negative or conjugate bit: a moving op that reads such a

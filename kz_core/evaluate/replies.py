@@ -87,6 +87,8 @@ def check_trial(record: Any, seeds: set[int], where: str) -> dict[str, Any]:
             raise ReplyError(f"{where}.variant is malformed")
     if "compute_ops" in record:
         _strings(record["compute_ops"], f"{where}.compute_ops")
+    if "host_reads" in record:
+        _strings(record["host_reads"], f"{where}.host_reads")
     if "withheld" in record:
         entries = _expect(record["withheld"], list, f"{where}.withheld")
         for entry in entries:

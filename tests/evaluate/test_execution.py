@@ -58,6 +58,7 @@ def test_views_and_moves_in_every_spelling_are_not_compute():
         lambda: x.clone().unsqueeze(0).squeeze_(0), lambda: x[0, 0].clone().t_(), lambda: x.clone().transpose_(0, 1),
         lambda: x.clone().swapaxes_(0, 1), lambda: torch.empty(0).resize_as_(x), lambda: F.unfold(x, 2),
         lambda: x.tensor_split(2, dim=1), lambda: torch.atleast_3d(x), lambda: torch.cat([x, x]),
+        lambda: torch.diag(x[0, 0, 0]), lambda: torch.diag_embed(x[0, 0]), lambda: torch.diagflat(x[0, 0, 0]),
     ]
 
     class Names(TorchDispatchMode):

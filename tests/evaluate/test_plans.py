@@ -558,3 +558,50 @@ def test_moving_ops_that_position_by_data_count_as_computing():
     assert data_indexed(resolve_operator(["aten", "tensor_split", "tensor_indices_or_sections"]))
     for op in (["aten", "narrow", "default"], ["aten", "copy_", "default"], ["aten", "fill_", "Tensor"], ["aten", "cat", "default"], ["aten", "resize_as_", "default"]):
         assert not data_indexed(resolve_operator(op)), op
+
+
+def test_a_conversion_that_decides_on_the_data_computes():
+    """Truncating a float to an integer (or testing a value against zero) decides on the
+    data; rounding to another float or widening an integer moves values."""
+    from kz_core.evaluate.plans import conversion, resolve_operator
+
+    x, i = torch.randn(4), torch.arange(4)
+    to_copy = resolve_operator(["aten", "_to_copy", "default"])
+    copy_ = resolve_operator(["aten", "copy_", "default"])
+    empty_like = resolve_operator(["aten", "empty_like", "default"])
+
+    def converts(op, label, args, kwargs):
+        return conversion(op, label, args, kwargs, op(*args, **kwargs))
+
+    assert converts(to_copy, "aten::_to_copy", [x], {"dtype": torch.int32}) == "aten::_to_copy (float32 to int32)"
+    assert converts(to_copy, "aten::_to_copy", [i], {"dtype": torch.bool}) == "aten::_to_copy (int64 to bool)"
+    assert converts(copy_, "aten::copy_", [torch.empty(4, dtype=torch.int64), x], {}) == "aten::copy_ (float32 to int64)"
+    assert converts(to_copy, "aten::_to_copy", [x], {"dtype": torch.float16}) == ""
+    assert converts(to_copy, "aten::_to_copy", [i], {"dtype": torch.int32}) == ""
+    assert converts(to_copy, "aten::_to_copy", [i], {"dtype": torch.float32}) == ""
+    assert converts(empty_like, "aten::empty_like", [x], {"dtype": torch.int64}) == ""  # allocates: no value converted
+
+
+def test_a_value_read_back_from_the_inputs_is_noted():
+    """``item()`` on input data: the plan replays the recorded number, so a mismatch that
+    follows is explained (judge's ``host_read``); on input-free data it is not noted."""
+    from kz_core.evaluate.recording import PLAN_VERSION
+
+    def plan(ref):
+        return {
+            "version": PLAN_VERSION,
+            "inputs": [{"kind": "tensor", "dtype": "float32", "shape": [1], "stride": [1]}],
+            "steps": [
+                {"kind": "op", "op": ["aten", "ones", "default"], "args": [[1]], "kwargs": {}, "out": {"t": ["val", 0]}},
+                {"kind": "op", "op": ["aten", "_local_scalar_dense", "default"], "args": [{"t": ref}], "kwargs": {}, "out": {"py": 1.0}},
+            ],
+            "outputs": {"t": ["val", 0]},
+            "constants": 0,
+        }
+
+    from_input = Replay(plan(["in", 0]), [], lambda *args: None, "cpu")
+    from_input(torch.ones(1))
+    assert from_input.host_reads == {"aten::_local_scalar_dense": None}
+    input_free = Replay(plan(["val", 0]), [], lambda *args: None, "cpu")
+    input_free(torch.ones(1))
+    assert input_free.host_reads == {}
