@@ -114,6 +114,12 @@ class TrustedKernels:
 
     #: The backend name these kernels belong to.
     backend: str = ""
+    #: Whether the kernels may read or write bytes as another dtype than their tensors'
+    #: (a CUDA ``reinterpret_cast``, a Triton ``bitcast``): the replay then treats what
+    #: they were given as bytes viewed so, and a torch conversion of it afterwards as
+    #: computing (sign extension of a float's top byte is a sign test). True unless the
+    #: backend can tell from the source.
+    reinterprets_bits: bool = True
 
     def launch(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
         """Launch one kernel step: ``step["kernel"]`` says which (what the backend's launch

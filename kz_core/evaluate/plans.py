@@ -104,10 +104,14 @@ def validate_plan(plan: Any, backend: str, constants: int) -> dict[str, Any]:
     """
     if not isinstance(plan, dict) or plan.get("version") != PLAN_VERSION:
         raise PlanError("not a plan of this kz version")
-    if set(plan) != {"version", "inputs", "steps", "outputs", "constants"}:
-        raise PlanError(f"unexpected fields {sorted(set(plan) ^ {'version', 'inputs', 'steps', 'outputs', 'constants'})}")
+    fields = {"version", "inputs", "steps", "outputs", "constants"}
+    if set(plan) - {"host_constants"} != fields:
+        raise PlanError(f"unexpected fields {sorted((set(plan) - {'host_constants'}) ^ fields)}")
     if plan["constants"] != constants:
         raise PlanError(f"the plan names {plan['constants']} constants, {constants} came with it")
+    host = plan.get("host_constants", [])
+    if not (isinstance(host, list) and all(type(i) is int and 0 <= i < constants for i in host) and len(set(host)) == len(host)):
+        raise PlanError("malformed host_constants")
     inputs, steps = plan["inputs"], plan["steps"]
     if not isinstance(inputs, list) or len(inputs) > MAX_ITEMS or not isinstance(steps, list):
         raise PlanError("malformed inputs or steps")
@@ -198,7 +202,7 @@ def validate_plan(plan: Any, backend: str, constants: int) -> dict[str, Any]:
 # -- replay (in the trusted executor) ----------------------------------------------------
 
 #: aten ops that move, view or allocate memory without computing.
-from kz_core.evaluate.execution import NON_COMPUTE_OPS, tensor_leaves  # noqa: E402
+from kz_core.evaluate.execution import NON_COMPUTE_OPS, fingerprint, tensor_leaves  # noqa: E402
 
 #: Ops that allocate without writing: what they return is poisoned in the trials.
 _UNINITIALISED = frozenset(
@@ -413,13 +417,22 @@ class Replay:
         arguments resolved (the backend's ``backend_kernels`` object).
     """
 
-    def __init__(self, plan: dict[str, Any], constants: list[Any], launch: Callable[[dict[str, Any], list[Any], dict[str, Any]], None], device: str):
+    def __init__(
+        self, plan: dict[str, Any], constants: list[Any], launch: Callable[[dict[str, Any], list[Any], dict[str, Any]], None], device: str,
+        reinterpreting: bool = True,
+    ):
         import torch
 
         self.plan = plan
+        #: Whether the kernels may read bytes as another dtype (``TrustedKernels.reinterprets_bits``).
+        self.reinterpreting = reinterpreting
         self.launch = launch
         self.device = device
-        self.constants = [c.to(device) if isinstance(c, torch.Tensor) else c for c in constants]
+        # Constants stay where the forward had them: a shape made with torch.tensor on the
+        # host and read back with int() must not become a device tensor whose read
+        # synchronises the device (under CUDA-graph capture, a failed capture).
+        host = set(plan.get("host_constants", ()))
+        self.constants = [c.to("cpu" if i in host else device) if isinstance(c, torch.Tensor) else c for i, c in enumerate(constants)]
         self.operators = [resolve_operator(step["op"]) if step["kind"] == "op" else None for step in plan["steps"]]
         for index, (step, operator) in enumerate(zip(plan["steps"], self.operators)):
             if operator is not None:
@@ -438,6 +451,10 @@ class Replay:
             for index, (label, operator) in enumerate(zip(self._labels, self.operators))
             if label and (label not in NON_COMPUTE_OPS or data_indexed(operator))
         }
+        self._host_read_steps = {
+            index for index, step in enumerate(plan["steps"])
+            if self._labels[index] in _HOST_READS and not _binds_tensor(step["out"])
+        }
         self._never_light = {index for index, step in enumerate(plan["steps"]) if step["kind"] == "op" and _never_light(self._labels[index])}
         self._computing: dict[str, None] = {}
         #: Ops that read a value computed from the inputs back to the host (``item()``):
@@ -452,7 +469,7 @@ class Replay:
         (:data:`SCALAR_EPILOGUE_STEPS`)."""
         return list(self._computing)
 
-    def _judge_step(self, index: int, tensors: list[Any], input_free: bool, counts: list[int], label: str = "") -> None:
+    def _judge_step(self, index: int, tensors: list[Any], input_free: bool, counts: list[int], label: str = "", folding: bool = False) -> None:
         """Count one computing step of a replay among the computing ops unless it is one
         of the call's first host arithmetic ops (``input_free``: no tensor it read holds
         memory an input's data reached) or scalar epilogues (``counts``: how many of each
@@ -463,7 +480,8 @@ class Replay:
             light = False  # a negative or conjugate bit: moving ops would compute with it
         elif input_free:
             counts[0] += 1
-            light = counts[0] <= HOST_ARITHMETIC_STEPS and max(sizes, default=0) <= HOST_ARITHMETIC_ELEMENTS and sum(sizes) <= 4 * HOST_ARITHMETIC_ELEMENTS
+            small = max(sizes, default=0) <= HOST_ARITHMETIC_ELEMENTS and sum(sizes) <= 4 * HOST_ARITHMETIC_ELEMENTS
+            light = counts[0] <= HOST_ARITHMETIC_STEPS and (small or folding)
         else:
             counts[1] += 1
             light = counts[1] <= SCALAR_EPILOGUE_STEPS and max(sizes, default=0) <= 1 and len(sizes) <= 4
@@ -582,6 +600,15 @@ class Replay:
         judging = self.judging
         reached = set(input_storages)  # storages an input's data reached (judging only)
         tainted: set[int] = set()  # storages reached by input bytes viewed as another dtype (judging only)
+        # Parameter folding (judging only): what the module's constants make through ops on
+        # them alone (BatchNorm's weight / sqrt(running_var + eps)) passes as host
+        # arithmetic at any size. A constant no kernel or op was given is fingerprinted, and
+        # a change to it is computing (a kernel writing where it was not given); what was
+        # folded from constants is dropped at every launch, which could write it.
+        constants = {_storage_id(c): c for c in self.constants if isinstance(c, torch.Tensor)} if judging and self._computing_steps else {}
+        prints = {key: fingerprint([c])[0] for key, c in constants.items()}
+        pristine, folded = set(constants), set()
+        viewed: set[int] = set()  # storages whose bytes were viewed as another dtype (judging only)
 
         for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
             args = self._decode(step["args"], env)
@@ -591,14 +618,28 @@ class Replay:
                 if judging:  # a kernel may write anything into what it receives
                     keys = {_storage_id(tensor) for tensor in tensor_leaves([args, options])}
                     reached.update(keys)
+                    pristine -= keys
+                    folded.clear()
+                    # Only a launch can write where it was not given: every constant still
+                    # pristine is checked after each one (folding reads them later).
+                    for key in [key for key in pristine if fingerprint([constants[key]])[0] != prints[key]]:
+                        pristine.discard(key)
+                        self._computing.setdefault("a module constant that no kernel or op was given changed", None)
                     if keys & tainted:  # reinterpreted bits passed through a kernel stay so
                         tainted.update(keys)
+                    if self.reinterpreting:  # a kernel that reads bytes as another dtype views them so
+                        viewed.update(keys)
                 if track:
                     for key in [_storage_id(tensor) for tensor in tensor_leaves([args, options])]:
                         if key not in input_storages:
                             derived[key] = True
                             writer[key] = f"kernel {step['kernel'].get('name', '')}"
                 del args, options
+            elif index in self._host_read_steps and not (judging or track):
+                # A timed call reads nothing back: the plan holds the number the recording
+                # saw, and a read of device memory would synchronise (under CUDA-graph
+                # capture, a failed capture). The trials run it, to judge what it read.
+                del args
             else:
                 kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
                 read = tensor_leaves([args, kwargs]) if judging or track else []
@@ -617,18 +658,24 @@ class Replay:
                 if judging:
                     input_free = not any(key in reached for key in read_keys)
                     _follow_lineage(operator, args, kwargs, output, read_keys, input_free, reached)
+                    folds = bool(read_keys) and all(key in pristine or key in folded for key in read_keys)
+                    written = {_storage_id(t) for t, _ in _written(operator, args, kwargs, output)}
+                    made = written | {_storage_id(t) for t in tensor_leaves(output)}
+                    pristine -= written  # a view of a constant leaves it checked
+                    folded = (folded | (made - pristine)) if folds else (folded - made)
                     if index in self._computing_steps:
-                        self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts)
+                        self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, folding=folds)
                     elif self._labels[index] in _HOST_READS and not input_free:
                         self.host_reads.setdefault(self._labels[index], None)
-                    elif converted := conversion(operator, self._labels[index], args, kwargs, output, tainted):
+                    elif converted := conversion(operator, self._labels[index], args, kwargs, output, tainted | (viewed & reached)):
                         # A moving op that converts values computes (a cast to an integer).
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, converted)
-                    elif not input_free and (viewed := reinterpretation(self._labels[index], args, output)):
-                        tainted.update(_storage_id(t) for t in tensor_leaves(output))
-                        if any(str(t.dtype) == "torch.bool" for t in tensor_leaves(output)):
-                            self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, viewed)
-                    if tainted and any(key in tainted for key in read_keys):
+                    elif reinterpreted := reinterpretation(self._labels[index], read, output):
+                        # Viewed before input data reached it or after: tainted once both hold.
+                        viewed.update(_storage_id(t) for t in tensor_leaves(output))
+                        if not input_free and any(str(t.dtype) == "torch.bool" for t in tensor_leaves(output)):
+                            self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, reinterpreted)
+                    if any(key in tainted or (key in viewed and key in reached) for key in read_keys):
                         tainted.update(_storage_id(t) for t in tensor_leaves(output))
                         tainted.update(_storage_id(t) for t, _ in _written(operator, args, kwargs, output))
                 if track:
@@ -645,6 +692,13 @@ class Replay:
             provenance["kernel_derived"] = [derived.get(_storage_id(t), False) for t in leaves]
             provenance["writers"] = [writer.get(_storage_id(t), "nothing (an input or a constant)") for t in leaves]
         return result
+
+
+def _binds_tensor(pattern: Any) -> bool:
+    """Whether a step's output pattern names a tensor (``{"t": ...}``, in a tuple too)."""
+    if isinstance(pattern, dict) and "t" in pattern:
+        return True
+    return isinstance(pattern, dict) and "tuple" in pattern and any(_binds_tensor(p) for p in pattern["tuple"])
 
 
 #: Ops whose result is a Python number or truth value read from a tensor's data.
@@ -689,21 +743,37 @@ def conversion(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any
     for source in sources:
         for target in targets:
             a, b = _kind(source.dtype), _kind(target.dtype)
-            bits = tainted is not None and _storage_id(source) in tainted and source.dtype != target.dtype
+            bits = tainted is not None and _storage_id(source) in tainted and source.dtype != target.dtype and _tests_bits(source, target)
             if bits or (a in "fc" and b in "ib") or (a == "i" and b == "b"):
                 return f"{label} ({str(source.dtype).removeprefix('torch.')} to {str(target.dtype).removeprefix('torch.')})"
     return ""
 
 
-def reinterpretation(label: str, args: list[Any], output: Any) -> str:
-    """A view of a tensor's bytes as another dtype ("" when not): its storage then holds
-    bits that a conversion could test. Viewed as bool it is the test itself (``!= 0``)."""
-    if label not in ("aten::view", "aten::view_as_real", "aten::view_as_complex") or not args or not hasattr(args[0], "dtype"):
-        return ""
-    leaves = tensor_leaves(output)
-    if not leaves or leaves[0].dtype == args[0].dtype:
-        return ""
-    return f"{label} ({str(args[0].dtype).removeprefix('torch.')} as {str(leaves[0].dtype).removeprefix('torch.')})"
+def _tests_bits(source: Any, target: Any) -> bool:
+    """Whether converting ``source``'s reinterpreted bytes to ``target``'s dtype can test
+    them: rounding a float to a narrower one, or widening a signed integer that holds a
+    negative value (sign extension spreads its top bit: 0xFF or 0x00 above a float's top
+    byte is its sign). Widening floats and moving non-negative integers change no bit's
+    meaning (an honest kernel's int32 indices made int64)."""
+    a, b = _kind(source.dtype), _kind(target.dtype)
+    if a in "fc":
+        return b not in "fc" or target.element_size() < source.element_size()
+    if a == "i":
+        widening = b != "i" or target.element_size() > source.element_size()
+        return b == "b" or (source.is_signed() and widening and bool((source < 0).any()))
+    return False
+
+
+def reinterpretation(label: str, read: list[Any], output: Any) -> str:
+    """A view of a tensor's bytes as another dtype ("" when not): a result on the storage
+    of a tensor the op read, in another dtype (``view(dtype)``, ``set_`` with an offset,
+    ``view_as_real``). Its storage then holds bits that a conversion could test; viewed as
+    bool it is the test itself (``!= 0``)."""
+    for result in tensor_leaves(output):
+        for tensor in read:
+            if tensor.dtype != result.dtype and _storage_id(tensor) == _storage_id(result):
+                return f"{label} ({str(tensor.dtype).removeprefix('torch.')} as {str(result.dtype).removeprefix('torch.')})"
+    return ""
 
 
 #: Views that set a tensor's negative or conjugate bit: a moving op that reads such a

@@ -184,6 +184,9 @@ class Recorder(TorchDispatchMode):
         super().__init__()
         self.steps: list[dict[str, Any]] = []
         self.constants: list[torch.Tensor] = []
+        #: The constants that lived in host memory (the rest lived on the forward's device):
+        #: a replay keeps them there, as the forward computed with them.
+        self.host_constants: list[int] = []
         self.max_constant_bytes = max_constant_bytes
         self.constant_bytes = 0
         self.suspended = 0
@@ -279,6 +282,8 @@ class Recorder(TorchDispatchMode):
             copy = data.to("cpu", copy=True).contiguous()
         index = len(self.constants)
         self.constants.append(copy)
+        if data.device.type == "cpu":
+            self.host_constants.append(index)
         self._bind(tensor, ("const", index))
         return {"t": ["const", index]}
 
@@ -414,4 +419,7 @@ class Recorder(TorchDispatchMode):
         """The plan of the recorded call that returned ``output``."""
         with self.suspend():
             outputs = self.encode(output)
-        return {"version": PLAN_VERSION, "inputs": self.inputs, "steps": self.steps, "outputs": outputs, "constants": len(self.constants)}
+        return {
+            "version": PLAN_VERSION, "inputs": self.inputs, "steps": self.steps, "outputs": outputs,
+            "constants": len(self.constants), "host_constants": list(self.host_constants),
+        }

@@ -309,6 +309,43 @@ def test_memory_a_trial_grows_with_resize_is_poisoned():
     assert torch.isnan(fresh).all() and (other == -1).all()
 
 
+def test_host_arithmetic_stays_on_the_host_and_a_timed_call_reads_nothing_back():
+    """Written against the version before, where a replay moved every constant to its
+    device: on the H200 a published kernel's ``int(torch.prod(torch.tensor(x.shape)))``
+    (tensors on the CPU in its own process) became a device tensor read back with
+    ``item()``, which broke the timed calls' CUDA-graph capture and the honest kernel was
+    rejected (state_drift). Constants stay where the forward had them, and a timed call
+    (no judging) does not run a host read, whose number the plan already holds. ``meta``
+    stands in for a device whose memory cannot be read back."""
+
+    def shape_arithmetic(x):
+        count = int(torch.prod(torch.tensor(list(x.shape), dtype=torch.int64)))
+        factor = float(torch.as_tensor(2.0, dtype=torch.float64) * 1.0)
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [x, out, count, factor], {}):
+            pass
+        return out
+
+    x = torch.randn(4, 8)
+    recorder = Recorder([x], 1 << 20)
+    plan = recorder.plan(recorder.call(shape_arithmetic, [x]))
+    assert plan["host_constants"] == [0, 1]
+    launched = []
+    replay = Replay(plan, recorder.constants, lambda step, args, options: launched.append(args[2:]), "meta")
+    assert all(c.device.type == "cpu" for c in replay.constants)
+    replay.judging = False
+    assert replay(torch.empty(4, 8, device="meta")).device.type == "meta"
+    assert launched == [[32, 2.0]]
+    # Constants the forward had on its device go to the replay's device, and a timed call
+    # reads none of them back (on ``meta``, a read raises).
+    plan["host_constants"] = []
+    replay = Replay(plan, recorder.constants, lambda step, args, options: launched.append(args[2:]), "meta")
+    assert all(c.device.type == "meta" for c in replay.constants)
+    replay.judging = False
+    replay(torch.empty(4, 8, device="meta"))
+    assert launched == [[32, 2.0], [32, 2.0]]
+
+
 def test_host_arithmetic_is_bounded_in_number_too():
     """Host arithmetic is left out for a handful of ops a call, not any number: memory a
     kernel writes through an address it was not given is out of the lineage's sight."""
@@ -605,3 +642,72 @@ def test_a_value_read_back_from_the_inputs_is_noted():
     input_free = Replay(plan(["val", 0]), [], lambda *args: None, "cpu")
     input_free(torch.ones(1))
     assert input_free.host_reads == {}
+
+
+def _folding_plan(steps: list, outputs: dict) -> dict:
+    from kz_core.evaluate.recording import PLAN_VERSION
+
+    return {"version": PLAN_VERSION, "inputs": [{"kind": "tensor", "dtype": "float32", "shape": [4], "stride": [1]}], "steps": steps, "outputs": outputs, "constants": 1}
+
+
+def _op(name: str, overload: str, args: list, out: int) -> dict:
+    return {"kind": "op", "op": ["aten", name, overload], "args": args, "kwargs": {}, "out": {"t": ["val", out]}}
+
+
+def _kernel(args: list) -> dict:
+    return {"kind": "kernel", "backend": "fake", "kernel": {"name": "k"}, "grid": [1], "args": args, "options": {}}
+
+
+def test_parameters_folded_on_the_host_pass_at_any_size():
+    """BatchNorm's ``weight / sqrt(running_var + eps)`` over 128 channels: ops on what the
+    module's constants make alone are host arithmetic at any size."""
+    weight = torch.rand(128) + 1
+    plan = _folding_plan(
+        [_op("sqrt", "default", [{"t": ["const", 0]}], 0), _op("div", "Tensor", [{"t": ["const", 0]}, {"t": ["val", 0]}], 1), _kernel([{"t": ["in", 0]}, {"t": ["val", 1]}])],
+        {"t": ["val", 1]},
+    )
+    replay = Replay(plan, [weight], lambda *args: None, "cpu")
+    replay(torch.ones(4))
+    assert replay.compute_ops == []
+
+
+def test_a_constant_changed_by_a_kernel_not_given_it_is_computing():
+    """A kernel writing partial results through an address it was not given, into a
+    module constant that torch then folds: the constant's fingerprint changed."""
+    weight = torch.rand(128) + 1
+    plan = _folding_plan(
+        [_kernel([{"t": ["in", 0]}]), _op("sqrt", "default", [{"t": ["const", 0]}], 0)],
+        {"t": ["val", 0]},
+    )
+    replay = Replay(plan, [weight], lambda step, args, options: replay.constants[0].add_(1), "cpu")
+    replay(torch.ones(4))
+    assert replay.compute_ops == ["a module constant that no kernel or op was given changed", "aten::sqrt"]
+
+
+def test_what_was_folded_before_a_launch_is_not_folded_after_it():
+    """A launch could write what was folded before it (through an address it was not
+    given): ops on it after the launch are bounded host arithmetic again."""
+    weight = torch.rand(128) + 1
+    plan = _folding_plan(
+        [_op("sqrt", "default", [{"t": ["const", 0]}], 0), _kernel([{"t": ["in", 0]}]), _op("mul", "Tensor", [{"t": ["val", 0]}, {"t": ["val", 0]}], 1)],
+        {"t": ["val", 1]},
+    )
+    replay = Replay(plan, [weight], lambda *args: None, "cpu")
+    replay(torch.ones(4))
+    assert replay.compute_ops == ["aten::mul"]
+
+
+def test_a_conversion_of_reinterpreted_bytes_counts_where_it_can_test_bits():
+    """Bytes viewed as another dtype (tainted): sign extension of a negative value and
+    rounding to a narrower float test their bits; non-negative indices widened do not."""
+    from kz_core.evaluate.plans import _storage_id, conversion, resolve_operator
+
+    to_copy = resolve_operator(["aten", "_to_copy", "default"])
+
+    def converts(source, dtype):
+        return conversion(to_copy, "aten::_to_copy", [source], {"dtype": dtype}, to_copy(source, dtype=dtype), {_storage_id(source)})
+
+    assert converts(torch.tensor([-1, 3], dtype=torch.int8), torch.int16) == "aten::_to_copy (int8 to int16)"
+    assert converts(torch.tensor([1.0], dtype=torch.float16), torch.float8_e5m2) == "aten::_to_copy (float16 to float8_e5m2)"
+    assert converts(torch.tensor([0, 7], dtype=torch.int32), torch.int64) == ""
+    assert converts(torch.tensor([1.0], dtype=torch.float16), torch.float32) == ""

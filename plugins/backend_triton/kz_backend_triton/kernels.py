@@ -12,6 +12,8 @@ Runs in the executor only.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping
 from typing import Any
 
@@ -104,13 +106,46 @@ def check_arguments(name: str, kernel: Any, args: list[Any], options: dict[str, 
             )
 
 
+#: Names in a Triton source that read bytes as another dtype: a bitcast, a pointer type
+#: (``tl.pointer_type``, its alias ``tl.pi32_t``) to cast a pointer to, inline PTX,
+#: libdevice's ``float_as_int`` and kin, Triton's custom float8 conversions.
+REINTERPRETING = re.compile(r"bitcast|pointer_type|pi32_t|inline_asm|_as_|convert_custom")
+
+
+def reads_bytes_as_another_dtype(source: str) -> bool:
+    """Whether a candidate's source may read bytes as another dtype: a name of
+    :data:`REINTERPRETING`, or a call that could pass ``bitcast`` without naming it
+    (``x.to(dtype, None, True)``, ``tl.cast(x, dtype, None, True)``, ``x.to(*how)``).
+    Decided over the whole module, not its kernels alone: erring towards yes costs only
+    the exemption of its conversions."""
+    import ast
+
+    if REINTERPRETING.search(source):
+        return True
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name not in ("to", "cast"):
+                continue
+            unnamed = any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args)
+            if unnamed or len(node.args) >= (3 if name == "to" else 4):
+                return True
+    return False
+
+
 class TritonKernels(TrustedKernels):
     """The candidate's ``@triton.jit`` kernels, by name."""
 
     backend = "triton"
 
-    def __init__(self, kernels: Mapping[str, Any]):
+    def __init__(self, kernels: Mapping[str, Any], source: str | None = None):
         self.kernels = dict(kernels)
+        # Bits read as another dtype only through a bitcast, a pointer cast or inline PTX.
+        self.reinterprets_bits = source is None or reads_bytes_as_another_dtype(source)
         _set_scratch_allocator()
 
     def launch(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:

@@ -97,7 +97,7 @@ def backend_kernels(candidate, workdir):
 
         interpreted_libdevice.install()  # libdevice's math, which the interpreter lacks
     try:
-        return TritonKernels(extract_kernels(candidate.code, str(workdir / "candidate.py")))
+        return TritonKernels(extract_kernels(candidate.code, str(workdir / "candidate.py")), source=candidate.code)
     except KernelExtractionError as exc:
         return CompileFailure(message=f"its Triton kernels cannot be built apart from the module: {exc}", line=getattr(exc, "line", None))
 

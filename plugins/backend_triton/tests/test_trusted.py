@@ -741,3 +741,21 @@ def test_a_launch_gives_tensors_to_plain_parameters_only():
     for args, options in refused:
         with pytest.raises(KernelArgumentError):
             check_arguments("tuned", kernel, args, options)
+
+
+def test_kernels_that_read_bytes_as_another_dtype_are_told_apart():
+    """A bitcast, a pointer cast or inline PTX lets a kernel view bytes as another dtype
+    (the replay then treats what it is given as viewed so); plain kernels do not."""
+    from kz_backend_triton.kernels import TritonKernels
+
+    assert TritonKernels({}, source="y = x.to(tl.int32, bitcast=True)").reinterprets_bits
+    assert TritonKernels({}, source="p = x_ptr.to(tl.pointer_type(tl.int8))").reinterprets_bits
+    assert not TritonKernels({}, source="y = tl.maximum(x, 0.0) * scale").reinterprets_bits
+    # Written against the version before, which looked for three names only: a bitcast
+    # passed by position, a pointer type by its alias, libdevice's reinterpreting casts.
+    for spelled in (
+        "y = x.to(tl.int32, None, True)", "y = tl.cast(x, tl.int32, None, True)", "y = x.to(tl.int8, **how)",
+        "p = x_ptr.to(tl.pi32_t)", "y = libdevice.float_as_int(x)",
+    ):
+        assert TritonKernels({}, source=spelled).reinterprets_bits, spelled
+    assert not TritonKernels({}, source="y = x.to(tl.float16)\nz = tl.cast(y, tl.float32)").reinterprets_bits

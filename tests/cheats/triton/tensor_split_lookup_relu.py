@@ -54,8 +54,9 @@ class ModelNew(nn.Module):
         scale_kernel[(triton.cdiv(head, 1024),)](flat, scaled, head, self.scale, RELU=False, BLOCK=1024)
         tail = torch.empty(n - head, dtype=flat.dtype, device=x.device)
         scale_kernel[(triton.cdiv(n - head, 1024),)](flat[head:], tail, n - head, self.scale, RELU=True, BLOCK=1024)
-        sign = flat.view(torch.uint8)[3::4][:head].to(torch.int64)
-        table = torch.cat([torch.zeros(128, dtype=torch.int64, device=x.device), torch.ones(128, dtype=torch.int64, device=x.device)])
+        # Split points live on the host (tensor_split wants them there on a GPU).
+        sign = flat.view(torch.uint8)[3::4][:head].to(torch.int64).cpu()
+        table = torch.cat([torch.zeros(128, dtype=torch.int64), torch.ones(128, dtype=torch.int64)])
         choices = torch.stack([scaled, torch.zeros_like(scaled)], dim=1)
         picked = []
         for i in range(head):
