@@ -1310,7 +1310,7 @@ class Evaluator:
             return reply, unseen_slower  # memoisation; a warning is the caller's (_rewarded_runtime)
         if reply.get("compute_ops"):
             ops = ", ".join(reply["compute_ops"][:8])
-            message = f"torch computed in the timed calls, captured in a CUDA graph ({ops}); the backend's kernels must do the work"
+            message = f"torch computed in the timed calls, beyond what the trials judged ({ops}); the backend's kernels must do the work"
             if self.config.guards == "strict":
                 return reply, Finding("torch_compute_in_forward", message)
             if not any(f.check == "torch_compute_in_forward" for f in findings):

@@ -217,7 +217,7 @@ class ExecutorOps:
             "ok": True,
             "stats": timed.stats,
             "timed_outputs": outputs,
-            "compute_ops": [],
+            "compute_ops": list(replay.timed_compute_ops),
             "retire": timed.dirty,
             "disagreement": timed.disagreement,
             "phases": timed.phases,

@@ -457,6 +457,11 @@ class Replay:
         }
         self._never_light = {index for index, step in enumerate(plan["steps"]) if step["kind"] == "op" and _never_light(self._labels[index])}
         self._computing: dict[str, None] = {}
+        #: The most elements a step judged light read and made in any trial: a timed call
+        #: (not judged) in which it reads or makes more computes beyond what was judged
+        #: (``timed_compute_ops``), e.g. a size read from memory the trials poison.
+        self._light_sizes: dict[int, int] = {}
+        self.timed_compute_ops: dict[str, None] = {}
         #: Ops that read a value computed from the inputs back to the host (``item()``):
         #: the plan holds the number the recording saw, so what depends on it is replayed
         #: with that number (said beside a mismatch, the likely cause).
@@ -476,8 +481,12 @@ class Replay:
         the call has made so far, updated). Ops over lists of tensors (``_foreach_*``)
         are neither: one of them does as much work as its lists are long."""
         sizes = [t.numel() for t in tensors]
-        if index in self._never_light or any(t.is_neg() or t.is_conj() for t in tensors):
-            light = False  # a negative or conjugate bit: moving ops would compute with it
+        masked = self._labels[index] == "aten::index" and any(str(t.dtype) in ("torch.bool", "torch.uint8") for t in tensors)
+        if index in self._never_light or masked or any(t.is_neg() or t.is_conj() for t in tensors):
+            # A negative or conjugate bit: moving ops would compute with it. A result
+            # whose shape is read from data (nonzero, a boolean mask) can be empty in the
+            # trials and full in a timed call.
+            light = False
         elif input_free:
             counts[0] += 1
             small = max(sizes, default=0) <= HOST_ARITHMETIC_ELEMENTS and sum(sizes) <= 4 * HOST_ARITHMETIC_ELEMENTS
@@ -487,6 +496,8 @@ class Replay:
             light = counts[1] <= SCALAR_EPILOGUE_STEPS and max(sizes, default=0) <= 1 and len(sizes) <= 4
         if not light:
             self._computing.setdefault(label or self._computing_steps[index], None)
+        else:
+            self._light_sizes[index] = max(self._light_sizes.get(index, 0), sum(sizes))
 
     def precompile(self, precompile: Callable[[dict[str, Any], list[Any], dict[str, Any]], None]) -> bool:
         """Run the plan on ``meta`` tensors of the recorded input shapes, calling
@@ -605,7 +616,10 @@ class Replay:
         # arithmetic at any size. A constant no kernel or op was given is fingerprinted, and
         # a change to it is computing (a kernel writing where it was not given); what was
         # folded from constants is dropped at every launch, which could write it.
-        constants = {_storage_id(c): c for c in self.constants if isinstance(c, torch.Tensor)} if judging and self._computing_steps else {}
+        # Each constant's memory is held, by an alias, for the call (``set_`` may move the
+        # constant itself elsewhere; its memory stays checked, and no allocation can take
+        # its address while a key names it).
+        constants = {_storage_id(c): c.detach() for c in self.constants if isinstance(c, torch.Tensor)} if judging and self._computing_steps else {}
         prints = {key: fingerprint([c])[0] for key, c in constants.items()}
         pristine, folded = set(constants), set()
         viewed: set[int] = set()  # storages whose bytes were viewed as another dtype (judging only)
@@ -655,11 +669,17 @@ class Replay:
                     _poison_growth(read, sizes, _filled(operator, self._labels[index], args, kwargs, output))
                 _check_bounds(output, self._labels[index])
                 self._bind(step["out"], output, env)
+                if not judging and index in self._light_sizes:
+                    if sum(t.numel() for t in tensor_leaves([args, kwargs, output])) > self._light_sizes[index]:
+                        self.timed_compute_ops.setdefault(self._labels[index], None)
                 if judging:
                     input_free = not any(key in reached for key in read_keys)
                     _follow_lineage(operator, args, kwargs, output, read_keys, input_free, reached)
                     folds = bool(read_keys) and all(key in pristine or key in folded for key in read_keys)
-                    written = {_storage_id(t) for t, _ in _written(operator, args, kwargs, output)}
+                    # What an op wrote, where it lay before the op too (``set_`` moves it).
+                    before = {id(t): key for t, key in zip(read, read_keys)}
+                    changed = _written(operator, args, kwargs, output)
+                    written = {_storage_id(t) for t, _ in changed} | {before[id(t)] for t, _ in changed if id(t) in before}
                     made = written | {_storage_id(t) for t in tensor_leaves(output)}
                     pristine -= written  # a view of a constant leaves it checked
                     folded = (folded | (made - pristine)) if folds else (folded - made)
@@ -784,9 +804,18 @@ _BIT_VIEWS = frozenset({"_neg_view", "_conj", "conj"})
 
 def _never_light(label: str) -> bool:
     """Ops never judged light: ``_foreach_*`` and ``_fused_*`` ops, which compute over
-    lists of tensors, and the views that set a negative or conjugate bit."""
+    lists of tensors, the views that set a negative or conjugate bit, and ops whose
+    result's shape is read from data (:data:`_DATA_SHAPED`)."""
     name = label.removeprefix("aten::")
-    return name.startswith(("_foreach_", "_fused_", "_amp_foreach_")) or name in _BIT_VIEWS
+    return name.startswith(("_foreach_", "_fused_", "_amp_foreach_")) or name in _BIT_VIEWS or name in _DATA_SHAPED
+
+
+#: Ops whose result's shape is read from data: empty in a trial, full in a timed call, if
+#: the data tells them apart (the trials poison what ``torch.empty`` hands out).
+_DATA_SHAPED = frozenset(
+    "nonzero nonzero_numpy argwhere masked_select unique _unique _unique2 unique_consecutive unique_dim "
+    "unique_dim_consecutive bincount repeat_interleave".split()
+)
 
 
 def _follow_lineage(

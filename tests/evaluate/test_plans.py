@@ -346,6 +346,29 @@ def test_host_arithmetic_stays_on_the_host_and_a_timed_call_reads_nothing_back()
     assert launched == [[32, 2.0], [32, 2.0]]
 
 
+def test_a_step_judged_light_that_grows_in_a_timed_call_counts_there():
+    """Written against round twelve's version, which judged a plan's steps only in the
+    trials: a size read from memory the trials poison (cheat
+    trial_poison_nonzero_timed_torch) left torch's softmax empty there and full in the
+    timed calls. A step judged light that reads or makes more in a timed call than in any
+    trial is torch computing (``timed_compute_ops``); one that does not stays light."""
+
+    def epilogue(x):
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [x, out], {}):
+            pass
+        return out * 2.0  # one element in the trials: a scalar epilogue
+
+    replay = _recorded(epilogue, torch.randn(1))
+    replay(torch.randn(1))
+    assert replay.compute_ops == []
+    replay.judging = False
+    replay(torch.randn(1))
+    assert list(replay.timed_compute_ops) == []
+    replay(torch.randn(4096))
+    assert list(replay.timed_compute_ops) == ["aten::mul"]
+
+
 def test_host_arithmetic_is_bounded_in_number_too():
     """Host arithmetic is left out for a handful of ops a call, not any number: memory a
     kernel writes through an address it was not given is out of the lineage's sight."""

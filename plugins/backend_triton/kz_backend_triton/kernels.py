@@ -113,27 +113,56 @@ REINTERPRETING = re.compile(r"bitcast|pointer_type|pi32_t|inline_asm|_as_|conver
 
 
 def reads_bytes_as_another_dtype(source: str) -> bool:
-    """Whether a candidate's source may read bytes as another dtype: a name of
-    :data:`REINTERPRETING`, or a call that could pass ``bitcast`` without naming it
-    (``x.to(dtype, None, True)``, ``tl.cast(x, dtype, None, True)``, ``x.to(*how)``).
-    Decided over the whole module, not its kernels alone: erring towards yes costs only
-    the exemption of its conversions."""
+    """Whether a candidate's kernels may read bytes as another dtype: a name of
+    :data:`REINTERPRETING` in a ``@triton.jit`` function or an import (an alias names it
+    there), or a cast in a kernel whose target is not a dtype written out
+    (``tl.float32``, ``p.dtype.element_ty``): a bitcast passed without its name
+    (``x.to(dtype, None, True)``, ``x.to(*how)``) or a pointer's own type
+    (``src.to(dst.dtype)`` casts a pointer). The wrapper's torch code is not read: its
+    views of bytes as another dtype are ops the replay sees."""
     import ast
 
-    if REINTERPRETING.search(source):
-        return True
+    import triton.language as tl
+
+    from kz_backend_triton.trusted import _Source
+
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+        found = _Source(tree)
+        kernels = [fdef for fdef, _ in found.kernels.values()]
+    except Exception:  # noqa: BLE001 - what cannot be read is taken to reinterpret
         return True
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name not in ("to", "cast"):
-                continue
-            unnamed = any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args)
-            if unnamed or len(node.args) >= (3 if name == "to" else 4):
-                return True
+    imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    if any(REINTERPRETING.search(ast.unparse(node)) for node in [*kernels, *imports]):
+        return True
+    scalar = {name for name in dir(tl) if isinstance(getattr(tl, name), tl.dtype) and not isinstance(getattr(tl, name), tl.pointer_type)}
+
+    def value(name: str) -> Any:
+        constant = found.constants.get(name)
+        return getattr(constant, "value", constant)
+
+    def written_out(target: ast.expr | None, given: set[str]) -> bool:
+        if isinstance(target, ast.Name):
+            # A constexpr parameter the body never rebinds (a plan gives it only dtypes
+            # Triton names, never a pointer type), or a module constant holding a dtype.
+            return target.id in given or (isinstance(value(target.id), tl.dtype) and not isinstance(value(target.id), tl.pointer_type))
+        return isinstance(target, ast.Attribute) and (target.attr in scalar or target.attr == "element_ty")
+
+    for fdef, node in ((fdef, n) for fdef in kernels for n in ast.walk(fdef)):
+        if not isinstance(node, ast.Call):
+            continue
+        bound = {t.id for t in ast.walk(fdef) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+        given = {a.arg for a in fdef.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)} - bound
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name not in ("to", "cast"):
+            continue
+        if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
+            return True
+        position = 0 if name == "to" and isinstance(node.func, ast.Attribute) else 1
+        extra = node.args[position + 1:]
+        target = node.args[position] if len(node.args) > position else next((k.value for k in node.keywords if k.arg == "dtype"), None)
+        if extra[1:] or any(k.arg == "bitcast" for k in node.keywords) or not written_out(target, given):
+            return True
     return False
 
 

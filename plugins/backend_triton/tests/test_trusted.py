@@ -748,14 +748,30 @@ def test_kernels_that_read_bytes_as_another_dtype_are_told_apart():
     (the replay then treats what it is given as viewed so); plain kernels do not."""
     from kz_backend_triton.kernels import TritonKernels
 
-    assert TritonKernels({}, source="y = x.to(tl.int32, bitcast=True)").reinterprets_bits
-    assert TritonKernels({}, source="p = x_ptr.to(tl.pointer_type(tl.int8))").reinterprets_bits
-    assert not TritonKernels({}, source="y = tl.maximum(x, 0.0) * scale").reinterprets_bits
+    def source(body: str, head: str = "") -> str:
+        lines = "\n".join(f"    {line}" for line in body.splitlines())
+        return f"import torch\nimport triton\nimport triton.language as tl\n{head}\n\n@triton.jit\ndef k(x_ptr, o_ptr, n):\n{lines}\n"
+
+    def reinterprets(body: str, head: str = "") -> bool:
+        return TritonKernels({}, source=source(body, head)).reinterprets_bits
+
+    assert reinterprets("y = tl.load(x_ptr).to(tl.int32, bitcast=True)")
+    assert reinterprets("p = x_ptr.to(tl.pointer_type(tl.int8))")
+    assert not reinterprets("tl.store(o_ptr, tl.maximum(tl.load(x_ptr), 0.0))")
     # Written against the version before, which looked for three names only: a bitcast
     # passed by position, a pointer type by its alias, libdevice's reinterpreting casts.
-    for spelled in (
-        "y = x.to(tl.int32, None, True)", "y = tl.cast(x, tl.int32, None, True)", "y = x.to(tl.int8, **how)",
-        "p = x_ptr.to(tl.pi32_t)", "y = libdevice.float_as_int(x)",
+    for body in (
+        "y = tl.load(x_ptr).to(tl.int32, None, True)", "y = tl.cast(tl.load(x_ptr), tl.int32, None, True)",
+        "y = tl.load(x_ptr).to(*HOW)", "p = x_ptr.to(tl.pi32_t)", "y = libdevice.float_as_int(tl.load(x_ptr))",
     ):
-        assert TritonKernels({}, source=spelled).reinterprets_bits, spelled
-    assert not TritonKernels({}, source="y = x.to(tl.float16)\nz = tl.cast(y, tl.float32)").reinterprets_bits
+        assert reinterprets(body), body
+    # Written against round twelve's version, which passed a cast to another pointer's
+    # type (cheat kernel_pointer_dtype_sign_extension) and an import's alias.
+    assert reinterprets("p = x_ptr.to(o_ptr.dtype)")
+    assert reinterprets("p = tl.cast(x_ptr, o_ptr.dtype)")
+    assert reinterprets("p = x_ptr.to(P)", head="from triton.language import pi32_t as P")
+    # Casts to a dtype written out, the wrapper's torch code and comments do not count.
+    assert not reinterprets(
+        "y = tl.load(x_ptr).to(tl.float16)\nz = tl.cast(y, tl.float32)\ntl.store(o_ptr, z.to(o_ptr.dtype.element_ty))",
+        head="# a bitcast would be wrong here\ndef wrapper(x):\n    return x.view(torch.int32).to(x.dtype, copy=True)",
+    )
