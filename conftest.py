@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,14 @@ if _WORKERS > 1:
     _threads = str(max(1, (os.cpu_count() or 1) // _WORKERS))
     for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(_variable, _threads)
+
+# Triton in the test processes runs under its interpreter where there is no NVIDIA GPU.
+# Triton decides when it is first imported (triton.language's own @jit functions), and a
+# test that only runs torch ops on meta tensors imports it through torch._dynamo: a later
+# test of the same xdist worker that launches kernels in-process then met those functions
+# built for a GPU ("Cannot call @triton.jit'd outside of the scope of a kernel").
+if not (Path("/dev/nvidiactl").exists() or shutil.which("nvidia-smi")):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 # No wall-clock limits that load can break: the suite runs beside other processes (and in
 # parallel with itself, `make test`), where a 200 ms example can take 450.

@@ -121,6 +121,11 @@ class TrustedKernels:
     #: backend can tell from the source.
     reinterprets_bits: bool = True
 
+    def reinterprets(self, step: Mapping[str, Any]) -> bool:
+        """Whether the kernel of a launched ``step`` may have read bytes as another dtype
+        (asked after its launch; a backend that can tell from what it built says so)."""
+        return self.reinterprets_bits
+
     def launch(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
         """Launch one kernel step: ``step["kernel"]`` says which (what the backend's launch
         path recorded), ``step["grid"]`` the grid; ``args`` and ``options`` as recorded.

@@ -66,7 +66,7 @@ class ExecutorOps:
         try:
             for key, (plan, constants) in request["plans"].items():
                 validate_plan(plan, candidate.backend, len(constants))
-                self.plans[key] = Replay(plan, constants, kernels.launch, self.device, reinterpreting=kernels.reinterprets_bits)
+                self.plans[key] = Replay(plan, constants, kernels.launch, self.device, reinterpreting=kernels.reinterprets)
         except PlanError as exc:
             return {"ok": True, "failure": {"message": f"the recorded plan is malformed: {exc}", "log": "", "verdict": "runtime_error", "line": None, "check": "not_replayable"}}
         except BaseException as exc:  # noqa: BLE001
@@ -90,7 +90,7 @@ class ExecutorOps:
         try:
             for key, (plan, constants) in request["plans"].items():
                 validate_plan(plan, self.kernels.backend, len(constants))
-                self.plans[key] = Replay(plan, constants, self.kernels.launch, self.device, reinterpreting=self.kernels.reinterprets_bits)
+                self.plans[key] = Replay(plan, constants, self.kernels.launch, self.device, reinterpreting=self.kernels.reinterprets)
         except PlanError as exc:
             return {"ok": False, "stage": "run", "message": f"the recorded plan is malformed: {exc}", "check": "not_replayable"}
         except BaseException as exc:  # noqa: BLE001
@@ -208,6 +208,8 @@ class ExecutorOps:
         try:
             timed = self.time_forward(replay, self.problem, request)
             synchronize(self.device)
+            if replay.untouched_constant_changed():
+                replay.timed_compute_ops.setdefault("a module constant no kernel or op was given in the trials changed in the timed calls", None)
             outputs, self.held = timed_output_entries(timed.outputs, bool(request.get("share")))
         except BaseException as exc:  # noqa: BLE001
             return error_reply("timing", exc)

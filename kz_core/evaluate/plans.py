@@ -419,13 +419,14 @@ class Replay:
 
     def __init__(
         self, plan: dict[str, Any], constants: list[Any], launch: Callable[[dict[str, Any], list[Any], dict[str, Any]], None], device: str,
-        reinterpreting: bool = True,
+        reinterpreting: bool | Callable[[dict[str, Any]], bool] = True,
     ):
         import torch
 
         self.plan = plan
-        #: Whether the kernels may read bytes as another dtype (``TrustedKernels.reinterprets_bits``).
-        self.reinterpreting = reinterpreting
+        #: Whether a launched step's kernel may have read bytes as another dtype
+        #: (``TrustedKernels.reinterprets``, asked after the launch).
+        self.reinterpreting = reinterpreting if callable(reinterpreting) else (lambda step, _flag=bool(reinterpreting): _flag)
         self.launch = launch
         self.device = device
         # Constants stay where the forward had them: a shape made with torch.tensor on the
@@ -461,6 +462,11 @@ class Replay:
         #: (not judged) in which it reads or makes more computes beyond what was judged
         #: (``timed_compute_ops``), e.g. a size read from memory the trials poison.
         self._light_sizes: dict[int, int] = {}
+        #: The constants' fingerprints at the first judged call (as recorded).
+        self._recorded_prints: set[Any] | None = None
+        #: Which constants (by index) a judged call gave to a kernel or an op that wrote
+        #: them, or found changed: the others must hold what was recorded after timing.
+        self._touched: set[int] = set()
         self.timed_compute_ops: dict[str, None] = {}
         #: Ops that read a value computed from the inputs back to the host (``item()``):
         #: the plan holds the number the recording saw, so what depends on it is replayed
@@ -473,6 +479,21 @@ class Replay:
         arithmetic (:data:`HOST_ARITHMETIC_ELEMENTS`) and scalar epilogues
         (:data:`SCALAR_EPILOGUE_STEPS`)."""
         return list(self._computing)
+
+    def untouched_constant_changed(self) -> bool:
+        """Whether a constant that no judged call gave to a kernel or wrote holds other
+        bytes than recorded (asked after the timed calls: a kernel that writes the input
+        into a constant it was not given only when it is not judged, for torch to
+        compute over it as a fold)."""
+        import torch
+
+        if self._recorded_prints is None:
+            return False
+        return any(
+            fingerprint([c])[0] not in self._recorded_prints
+            for i, c in enumerate(self.constants)
+            if isinstance(c, torch.Tensor) and i not in self._touched
+        )
 
     def _judge_step(self, index: int, tensors: list[Any], input_free: bool, counts: list[int], label: str = "", folding: bool = False) -> None:
         """Count one computing step of a replay among the computing ops unless it is one
@@ -621,7 +642,13 @@ class Replay:
         # its address while a key names it).
         constants = {_storage_id(c): c.detach() for c in self.constants if isinstance(c, torch.Tensor)} if judging and self._computing_steps else {}
         prints = {key: fingerprint([c])[0] for key, c in constants.items()}
-        pristine, folded = set(constants), set()
+        # A constant is the module's only while it holds what was recorded: one that a
+        # kernel it was given wrote in an earlier call (the input kept for the next) is not.
+        if constants and self._recorded_prints is None:
+            self._recorded_prints = set(prints.values())
+        pristine = {key for key, value in prints.items() if value in (self._recorded_prints or ())}
+        folded: set[int] = set()
+        starts = [_storage_id(c) if constants and isinstance(c, torch.Tensor) else None for c in self.constants]
         viewed: set[int] = set()  # storages whose bytes were viewed as another dtype (judging only)
 
         for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
@@ -641,7 +668,7 @@ class Replay:
                         self._computing.setdefault("a module constant that no kernel or op was given changed", None)
                     if keys & tainted:  # reinterpreted bits passed through a kernel stay so
                         tainted.update(keys)
-                    if self.reinterpreting:  # a kernel that reads bytes as another dtype views them so
+                    if self.reinterpreting(step):  # a kernel that reads bytes as another dtype views them so
                         viewed.update(keys)
                 if track:
                     for key in [_storage_id(tensor) for tensor in tensor_leaves([args, options])]:
@@ -675,7 +702,11 @@ class Replay:
                 if judging:
                     input_free = not any(key in reached for key in read_keys)
                     _follow_lineage(operator, args, kwargs, output, read_keys, input_free, reached)
-                    folds = bool(read_keys) and all(key in pristine or key in folded for key in read_keys)
+                    # A fold starts from the module's constants or from a factory's values
+                    # (arange, ones, eye: an index table, a triangular mask), and reads
+                    # nothing else.
+                    factory = self._labels[index] in _FACTORIES
+                    folds = factory or (bool(read_keys) and all(key in pristine or key in folded for key in read_keys))
                     # What an op wrote, where it lay before the op too (``set_`` moves it).
                     before = {id(t): key for t, key in zip(read, read_keys)}
                     changed = _written(operator, args, kwargs, output)
@@ -706,6 +737,8 @@ class Replay:
                 # intermediates of 6.4 GB each would otherwise live until the call ends).
                 if number < len(env["val"]):
                     env["val"][number] = None
+        # Constants a kernel or an op was given, wrote or found changed in a judged call.
+        self._touched.update(i for i, key in enumerate(starts) if key is not None and key not in pristine)
         result = self._decode(self.plan["outputs"], env)
         if track:
             leaves = tensor_leaves(result)
@@ -808,6 +841,17 @@ def _never_light(label: str) -> bool:
     result's shape is read from data (:data:`_DATA_SHAPED`)."""
     name = label.removeprefix("aten::")
     return name.startswith(("_foreach_", "_fused_", "_amp_foreach_")) or name in _BIT_VIEWS or name in _DATA_SHAPED
+
+
+#: Ops that make values from their arguments' sizes and literals alone (a template's
+#: shape, never its data): what they make may start a parameter fold.
+_FACTORIES = frozenset(
+    f"aten::{name}"
+    for name in (
+        "arange linspace logspace ones zeros full eye scalar_tensor tril_indices triu_indices "
+        "ones_like zeros_like full_like new_ones new_zeros new_full"
+    ).split()
+)
 
 
 #: Ops whose result's shape is read from data: empty in a trial, full in a timed call, if

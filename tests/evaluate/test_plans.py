@@ -175,7 +175,10 @@ def test_host_arithmetic_on_values_no_input_reached_is_not_torch_computing():
     assert replay.compute_ops == ["aten::prod"]
 
     def large(x):
-        out = torch.ones(1000) * 2.0  # made in the forward, but more than a few elements
+        made = torch.ones(1000)
+        with record_kernel("fake", {"name": "k"}, [1], [x], {}):
+            pass  # a launch could write it through an address it was not given
+        out = made * 2.0  # made in the forward, no input reached it, but more than a few elements
         with record_kernel("fake", {"name": "k"}, [1], [x, out], {}):
             pass
         return out
@@ -367,6 +370,36 @@ def test_a_step_judged_light_that_grows_in_a_timed_call_counts_there():
     assert list(replay.timed_compute_ops) == []
     replay(torch.randn(4096))
     assert list(replay.timed_compute_ops) == ["aten::mul"]
+
+
+def test_tables_made_from_factories_fold_at_any_size():
+    """Written against the version before, where only a module's constants started a fold:
+    a published-style cumsum as a product with ``torch.triu(torch.ones(C, C))`` and a conv
+    gather table from ``torch.arange`` arithmetic, both built in forward and over 64
+    elements, were torch_compute_in_forward (over-rejection probe 7). What factories make
+    from sizes and literals folds; the same op on what an input reached still counts."""
+
+    def triangular(x):
+        mask = torch.triu(torch.ones(16, 16))
+        rows = (torch.arange(16).view(-1, 1) * 16 + torch.arange(16)).to(torch.int32)
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [x, mask, rows, out], {}):
+            pass
+        return out
+
+    replay = _recorded(triangular, torch.randn(16, 16))
+    replay(torch.randn(16, 16))
+    assert replay.compute_ops == []
+
+    def on_the_input(x):
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [x, out], {}):
+            pass
+        return torch.triu(torch.ones(16, 16) * out)
+
+    replay = _recorded(on_the_input, torch.randn(16, 16))
+    replay(torch.randn(16, 16))
+    assert replay.compute_ops == ["aten::mul", "aten::triu"]
 
 
 def test_host_arithmetic_is_bounded_in_number_too():

@@ -175,6 +175,9 @@ class TritonKernels(TrustedKernels):
         self.kernels = dict(kernels)
         # Bits read as another dtype only through a bitcast, a pointer cast or inline PTX.
         self.reinterprets_bits = source is None or reads_bytes_as_another_dtype(source)
+        self._reinterpreted: dict[str, bool] = {}
+        self._compiled: dict[int, tuple[Any, bool]] = {}  # id -> (compiled kernel, held so its id stays its own)
+        self._interpreted = _watch_interpreter()
         _set_scratch_allocator()
 
     def launch(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
@@ -188,10 +191,25 @@ class TritonKernels(TrustedKernels):
                 "(a kernel generated at run time, by torch.compile or by another library)"
             )
         check_arguments(name, kernel, args, options)
+        before = _REINTERPRETED[0]
         try:
-            kernel[tuple(step["grid"])](*args, **options)
+            compiled = kernel[tuple(step["grid"])](*args, **options)
         except CompilationError as exc:
             raise KernelCompileError(str(exc)) from exc
+        if self._interpreted:
+            seen = _REINTERPRETED[0] > before
+        else:  # each compiled kernel's IR read once (Triton keeps them)
+            if id(compiled) not in self._compiled:
+                self._compiled[id(compiled)] = (compiled, _compiled_reinterprets(compiled))
+            seen = self._compiled[id(compiled)][1]
+        self._reinterpreted[name] = self._reinterpreted.get(name, False) or seen
+
+    def reinterprets(self, step: Mapping[str, Any]) -> bool:
+        """Whether the kernel of ``step`` may have read bytes as another dtype: its source
+        says so, or what Triton built for it did at a launch so far (the interpreter's
+        builder was asked for a bitcast, a pointer made an integer or the other way, inline
+        PTX; on a GPU the compiled kernel's IR holds one). Read after its launch."""
+        return self.reinterprets_bits or self._reinterpreted.get(str(step["kernel"].get("name", "")), True)
 
     def precompile(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
         name = str(step["kernel"].get("name", ""))
@@ -203,6 +221,47 @@ class TritonKernels(TrustedKernels):
 
     def describe(self) -> list[str]:
         return [f"kernels: {', '.join(sorted(self.kernels)) or 'none'}"]
+
+
+#: What in a compiled kernel's Triton IR reads bytes as another dtype (libdevice's
+#: ``__nv_float_as_int`` and kin are external calls there).
+REINTERPRETING_IR = re.compile(r"tt\.bitcast|tt\.ptr_to_int|tt\.int_to_ptr|inline_asm|__nv_\w*_as_\w*")
+
+#: The interpreter builder's calls that read bytes as another dtype, counted (``[count]``).
+_REINTERPRETED = [0]
+_INTERPRETER_CALLS = ("create_bitcast", "create_ptr_to_int", "create_int_to_ptr", "create_inline_asm")
+
+
+def _watch_interpreter() -> bool:
+    """Under Triton's interpreter, count its builder's reinterpreting calls (once per
+    process); whether kernels run interpreted."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    for name in _INTERPRETER_CALLS:
+        original = getattr(builder, name, None)
+        if original is None or getattr(original, "_kz_counted", False):
+            continue
+
+        def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            _REINTERPRETED[0] += 1
+            return _original(*args, **kwargs)
+
+        counted._kz_counted = True  # type: ignore[attr-defined]
+        setattr(builder, name, counted)
+    return True
+
+
+def _compiled_reinterprets(compiled: Any) -> bool:
+    """Whether a compiled kernel (what a launch returned on a GPU) reads bytes as another
+    dtype; true when its Triton IR cannot be read."""
+    asm = getattr(compiled, "asm", None)
+    ir = asm.get("ttir") if isinstance(asm, dict) else None
+    return not isinstance(ir, str) or bool(REINTERPRETING_IR.search(ir))
 
 
 def _set_scratch_allocator() -> None:

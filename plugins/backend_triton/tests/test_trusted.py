@@ -743,6 +743,58 @@ def test_a_launch_gives_tensors_to_plain_parameters_only():
             check_arguments("tuned", kernel, args, options)
 
 
+def test_what_triton_builds_tells_a_reinterpreting_kernel_whatever_its_spelling():
+    """Written against round twelve's source rule, which round thirteen passed three ways
+    (cheats kernel_helper_constexpr_pointer_cast, kernel_pointer_address_arithmetic,
+    kernel_block_element_pointer_cast): a pointer cast in a jit helper given a pointer's
+    dtype, a pointer moved onto another by integer address arithmetic, a cast to a
+    pointer block's element type. What the interpreter's builder is asked for at a launch
+    (on a GPU, the compiled kernel's IR) says so, whatever the source looks like."""
+    from kz_backend_triton.kernels import TritonKernels
+
+    source = textwrap.dedent(
+        """
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def _retype(p, dt: tl.constexpr):
+            return p.to(dt)
+
+
+        @triton.jit
+        def helper_cast(x_ptr, o_ptr):
+            src = _retype(x_ptr, o_ptr.dtype)
+            tl.store(o_ptr + tl.arange(0, 4), tl.load(src + tl.arange(0, 4)))
+
+
+        @triton.jit
+        def address_arithmetic(x_ptr, o_ptr):
+            src = o_ptr + (x_ptr.to(tl.int64) - o_ptr.to(tl.int64))
+            tl.store(o_ptr + tl.arange(0, 4), tl.load(src + tl.arange(0, 4)))
+
+
+        @triton.jit
+        def element_type(x_ptr, o_ptr):
+            src = x_ptr.to((o_ptr + tl.arange(0, 2)).type.element_ty)
+            tl.store(o_ptr + tl.arange(0, 4), tl.load(src + tl.arange(0, 4)))
+
+
+        @triton.jit
+        def plain(x_ptr, o_ptr):
+            tl.store(o_ptr + tl.arange(0, 4), tl.maximum(tl.load(x_ptr + tl.arange(0, 4)), 0.0).to(tl.int8))
+        """
+    )
+    kernels = TritonKernels(extract_kernels(source, "<reinterpreting>"), source="")
+    assert not kernels.reinterprets_bits  # the source rule alone is not asked here
+    x, out = torch.randn(4), torch.zeros(4, dtype=torch.int8)
+    for name in ("helper_cast", "address_arithmetic", "element_type", "plain"):
+        step = {"kernel": {"name": name}, "grid": [1]}
+        kernels.launch(step, [x, out], {})
+        assert kernels.reinterprets(step) is (name != "plain"), name
+
+
 def test_kernels_that_read_bytes_as_another_dtype_are_told_apart():
     """A bitcast, a pointer cast or inline PTX lets a kernel view bytes as another dtype
     (the replay then treats what it is given as viewed so); plain kernels do not."""
