@@ -649,6 +649,7 @@ class Replay:
         pristine = {key for key, value in prints.items() if value in (self._recorded_prints or ())}
         folded: set[int] = set()
         starts = [_storage_id(c) if constants and isinstance(c, torch.Tensor) else None for c in self.constants]
+        moved_off_host = False  # whether an op copied host memory to the device (judging only)
         viewed: set[int] = set()  # storages whose bytes were viewed as another dtype (judging only)
 
         for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
@@ -699,6 +700,11 @@ class Replay:
                 if not judging and index in self._light_sizes:
                     if sum(t.numel() for t in tensor_leaves([args, kwargs, output])) > self._light_sizes[index]:
                         self.timed_compute_ops.setdefault(self._labels[index], None)
+                if judging and not moved_off_host and any(t.device.type == "cpu" for t in read):
+                    # Host memory copied to the device (``torch.tensor(...).to(x.device)``):
+                    # under CUDA-graph capture a copy from pageable host memory fails, so
+                    # later calls take the constants on the device, as copies do not.
+                    moved_off_host = any(t.device.type != "cpu" for t in tensor_leaves(output))
                 if judging:
                     input_free = not any(key in reached for key in read_keys)
                     _follow_lineage(operator, args, kwargs, output, read_keys, input_free, reached)
@@ -739,6 +745,8 @@ class Replay:
                     env["val"][number] = None
         # Constants a kernel or an op was given, wrote or found changed in a judged call.
         self._touched.update(i for i, key in enumerate(starts) if key is not None and key not in pristine)
+        if moved_off_host:
+            self.constants = [c.to(self.device) if isinstance(c, torch.Tensor) else c for c in self.constants]
         result = self._decode(self.plan["outputs"], env)
         if track:
             leaves = tensor_leaves(result)

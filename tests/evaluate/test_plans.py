@@ -339,6 +339,21 @@ def test_host_arithmetic_stays_on_the_host_and_a_timed_call_reads_nothing_back()
     replay.judging = False
     assert replay(torch.empty(4, 8, device="meta")).device.type == "meta"
     assert launched == [[32, 2.0]]
+    # A host constant the forward copies to its device goes there after the first judged
+    # call (a copy from pageable host memory fails under CUDA-graph capture).
+
+    def copied(x):
+        table = torch.tensor([1.0, 2.0, 3.0]).to(x.device, copy=True)
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [x, table, out], {}):
+            pass
+        return out
+
+    moved = _recorded(copied, torch.randn(4, 8))
+    moved.device = "meta"
+    moved.constants = [c.to("cpu") for c in moved.constants]
+    moved(torch.empty(4, 8, device="meta"))
+    assert all(c.device.type == "meta" for c in moved.constants)
     # Constants the forward had on its device go to the replay's device, and a timed call
     # reads none of them back (on ``meta``, a read raises).
     plan["host_constants"] = []
