@@ -734,7 +734,7 @@ class Replay:
                             self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, reinterpreted)
                     if any(key in tainted or (key in viewed and key in reached) for key in read_keys):
                         tainted.update(_storage_id(t) for t in tensor_leaves(output))
-                        tainted.update(_storage_id(t) for t, _ in _written(operator, args, kwargs, output))
+                        tainted.update(_storage_id(t) for t, _ in changed)
                 if track:
                     _track_writes(operator, step["op"], args, kwargs, output, derived, writer)
                 del args, kwargs, output, read

@@ -148,21 +148,20 @@ def reads_bytes_as_another_dtype(source: str) -> bool:
             return target.id in given or (isinstance(value(target.id), tl.dtype) and not isinstance(value(target.id), tl.pointer_type))
         return isinstance(target, ast.Attribute) and (target.attr in scalar or target.attr == "element_ty")
 
-    for fdef, node in ((fdef, n) for fdef in kernels for n in ast.walk(fdef)):
-        if not isinstance(node, ast.Call):
-            continue
+    for fdef in kernels:
         bound = {t.id for t in ast.walk(fdef) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
         given = {a.arg for a in fdef.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)} - bound
-        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-        if name not in ("to", "cast"):
-            continue
-        if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
-            return True
-        position = 0 if name == "to" and isinstance(node.func, ast.Attribute) else 1
-        extra = node.args[position + 1:]
-        target = node.args[position] if len(node.args) > position else next((k.value for k in node.keywords if k.arg == "dtype"), None)
-        if extra[1:] or any(k.arg == "bitcast" for k in node.keywords) or not written_out(target, given):
-            return True
+        for node in ast.walk(fdef):
+            name = (node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")) if isinstance(node, ast.Call) else ""
+            if name not in ("to", "cast"):
+                continue
+            if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
+                return True
+            position = 0 if name == "to" and isinstance(node.func, ast.Attribute) else 1
+            extra = node.args[position + 1:]
+            target = node.args[position] if len(node.args) > position else next((k.value for k in node.keywords if k.arg == "dtype"), None)
+            if extra[1:] or any(k.arg == "bitcast" for k in node.keywords) or not written_out(target, given):
+                return True
     return False
 
 
