@@ -468,6 +468,13 @@ class Replay:
         #: them, or found changed: the others must hold what was recorded after timing.
         self._touched: set[int] = set()
         self.timed_compute_ops: dict[str, None] = {}
+        #: What each computing step that folded in every judged call wrote there (the
+        #: last such call's): a timed call's fold gives it whatever the constants hold
+        #: then. The trials can be told from timed calls (by their poison), and a kernel
+        #: could write an input into a constant in a timed call only, for a fold to do its
+        #: work, and put back what it wrote before the call ends.
+        self._fold_results: dict[int, list[Any]] = {}
+        self._not_folding: set[int] = set()
         #: Ops that read a value computed from the inputs back to the host (``item()``):
         #: the plan holds the number the recording saw, so what depends on it is replayed
         #: with that number (said beside a mismatch, the likely cause).
@@ -494,6 +501,17 @@ class Replay:
             for i, c in enumerate(self.constants)
             if isinstance(c, torch.Tensor) and i not in self._touched
         )
+
+    def _pin_fold(self, index: int, written: list[tuple[Any, bool]]) -> None:
+        """In a timed call, what a fold step wrote is set to what it wrote in the trials
+        (the constants it reads may not hold what was recorded; checked after timing).
+        One whose results differ in number, shape or dtype is computing there."""
+        results = self._fold_results[index]
+        if len(written) != len(results) or any(t.shape != r.shape or t.dtype != r.dtype or t.device != r.device for (t, _), r in zip(written, results)):
+            self.timed_compute_ops.setdefault(self._labels[index], None)
+            return
+        for (tensor, _), result in zip(written, results):
+            tensor.copy_(result)
 
     def _judge_step(self, index: int, tensors: list[Any], input_free: bool, counts: list[int], label: str = "", folding: bool = False) -> None:
         """Count one computing step of a replay among the computing ops unless it is one
@@ -697,6 +715,8 @@ class Replay:
                     _poison_growth(read, sizes, _filled(operator, self._labels[index], args, kwargs, output))
                 _check_bounds(output, self._labels[index])
                 self._bind(step["out"], output, env)
+                if not judging and index in self._fold_results:
+                    self._pin_fold(index, _written(operator, args, kwargs, output))
                 if not judging and index in self._light_sizes:
                     if sum(t.numel() for t in tensor_leaves([args, kwargs, output])) > self._light_sizes[index]:
                         self.timed_compute_ops.setdefault(self._labels[index], None)
@@ -722,6 +742,11 @@ class Replay:
                     folded = (folded | (made - pristine)) if folds else (folded - made)
                     if index in self._computing_steps:
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, folding=folds)
+                        if folds and index not in self._not_folding:
+                            self._fold_results[index] = [t.detach().clone() for t, _ in changed]
+                        else:
+                            self._not_folding.add(index)
+                            self._fold_results.pop(index, None)
                     elif self._labels[index] in _HOST_READS and not input_free:
                         self.host_reads.setdefault(self._labels[index], None)
                     elif converted := conversion(operator, self._labels[index], args, kwargs, output, tainted | (viewed & reached)):

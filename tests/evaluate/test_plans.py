@@ -755,6 +755,53 @@ def test_a_constant_changed_by_a_kernel_not_given_it_is_computing():
     assert replay.compute_ops == ["a module constant that no kernel or op was given changed", "aten::sqrt"]
 
 
+def test_a_timed_calls_fold_gives_what_the_trials_fold_gave():
+    """Written against the version before, which checked the constants once after the
+    timed calls: a kernel that wrote the input into a constant it was not given only in
+    timed calls (the trials' poison tells them apart), for torch to compute over it as a
+    fold, and put back what it wrote before the call ended, was judged correct (cheat
+    timed_only_constant_restored_fold). In a timed call what a fold wrote, in place too,
+    is what it wrote in the trials; a step that did not fold in every trial runs as it is."""
+    weight = torch.rand(128) + 1
+    plan = _folding_plan(
+        [
+            _kernel([{"t": ["in", 0]}]),
+            _op("sqrt", "default", [{"t": ["const", 0]}], 0),
+            _op("mul_", "Tensor", [{"t": ["val", 0]}, {"t": ["val", 0]}], 1),
+            _kernel([{"t": ["in", 0]}, {"t": ["val", 0]}]),
+        ],
+        {"t": ["val", 0]},
+    )
+    timed = [False]
+
+    def launch(step, args, options):
+        if timed[0] and len(args) == 1:
+            replay.constants[0].copy_(torch.full((128,), 16.0))  # the input, where torch folds
+
+    replay = Replay(plan, [weight], launch, "cpu")
+    expected = replay(torch.ones(4)).clone()
+    assert replay.compute_ops == []
+    replay.judging = False
+    timed[0] = True
+    assert torch.equal(replay(torch.ones(4)), expected)  # not 16
+    replay.constants[0].copy_(weight)
+
+    def trial_write(x):  # a kernel writes the constant in a judged call: no fold there
+        out = torch.empty(128)
+        with record_kernel("fake", {"name": "k"}, [1], [kept], {}):
+            pass
+        torch.sqrt(kept, out=out)
+        return out
+
+    kept = torch.rand(128) + 1
+    replay = _recorded(trial_write, torch.ones(4))
+    replay(torch.ones(4))
+    replay.judging = False
+    for constant in replay.constants:
+        constant.fill_(4.0)
+    assert torch.equal(replay(torch.ones(4)), torch.full((128,), 2.0))
+
+
 def test_what_was_folded_before_a_launch_is_not_folded_after_it():
     """A launch could write what was folded before it (through an address it was not
     given): ops on it after the launch are bounded host arithmetic again."""
