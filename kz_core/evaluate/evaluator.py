@@ -1367,7 +1367,7 @@ def ran_out_of_gpu_memory(result: EvalResult) -> bool:
 
 
 #: Findings an executor (trusted) may name for a failed replay.
-EXECUTOR_CHECKS = frozenset({"kernel_not_in_source", "kernel_argument", "not_replayable"})
+EXECUTOR_CHECKS = frozenset({"kernel_not_in_source", "kernel_argument", "kernel_out_of_bounds", "not_replayable"})
 
 
 def _entry_key(entry: dict[str, Any]) -> str:

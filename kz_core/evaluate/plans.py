@@ -475,6 +475,11 @@ class Replay:
         #: work, and put back what it wrote before the call ends.
         self._fold_results: dict[int, list[Any]] = {}
         self._not_folding: set[int] = set()
+        #: Steps that sign-extended reinterpreted bytes holding no negative value in the
+        #: trials, so moved them: a timed call in which they hold one sets the flag (on
+        #: the device, read after timing; the trials' poison tells them apart).
+        self._sign_extending: set[int] = set()
+        self._negatives: Any = None
         #: Ops that read a value computed from the inputs back to the host (``item()``):
         #: the plan holds the number the recording saw, so what depends on it is replayed
         #: with that number (said beside a mismatch, the likely cause).
@@ -501,6 +506,11 @@ class Replay:
             for i, c in enumerate(self.constants)
             if isinstance(c, torch.Tensor) and i not in self._touched
         )
+
+    def negatives_in_timed_calls(self) -> bool:
+        """Whether a step that sign-extended reinterpreted bytes holding no negative value
+        in the trials met one in a timed call (asked after timing)."""
+        return self._negatives is not None and bool(self._negatives)
 
     def _pin_fold(self, index: int, written: list[tuple[Any, bool]]) -> None:
         """In a timed call, what a fold step wrote is set to what it wrote in the trials
@@ -717,6 +727,9 @@ class Replay:
                 self._bind(step["out"], output, env)
                 if not judging and index in self._fold_results:
                     self._pin_fold(index, _written(operator, args, kwargs, output))
+                if not judging and index in self._sign_extending:
+                    for source in sign_extended(operator, self._labels[index], args, kwargs, output):
+                        torch.logical_or(self._negatives, (source < 0).any().to(self._negatives.device), out=self._negatives)
                 if not judging and index in self._light_sizes:
                     if sum(t.numel() for t in tensor_leaves([args, kwargs, output])) > self._light_sizes[index]:
                         self.timed_compute_ops.setdefault(self._labels[index], None)
@@ -749,9 +762,13 @@ class Replay:
                             self._fold_results.pop(index, None)
                     elif self._labels[index] in _HOST_READS and not input_free:
                         self.host_reads.setdefault(self._labels[index], None)
-                    elif converted := conversion(operator, self._labels[index], args, kwargs, output, tainted | (viewed & reached)):
+                    elif converted := conversion(operator, self._labels[index], args, kwargs, output, taint := tainted | (viewed & reached)):
                         # A moving op that converts values computes (a cast to an integer).
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, converted)
+                    elif any(_storage_id(t) in taint for t in sign_extended(operator, self._labels[index], args, kwargs, output)):
+                        self._sign_extending.add(index)
+                        if self._negatives is None:
+                            self._negatives = torch.zeros((), dtype=torch.bool, device=self.device if self.device != "meta" else "cpu")
                     elif reinterpreted := reinterpretation(self._labels[index], read, output):
                         # Viewed before input data reached it or after: tainted once both hold.
                         viewed.update(_storage_id(t) for t in tensor_leaves(output))
@@ -833,6 +850,25 @@ def conversion(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any
             if bits or (a in "fc" and b in "ib") or (a == "i" and b == "b"):
                 return f"{label} ({str(source.dtype).removeprefix('torch.')} to {str(target.dtype).removeprefix('torch.')})"
     return ""
+
+
+def sign_extended(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any], output: Any) -> list[Any]:
+    """The signed integer tensors a moving op widens (to a wider integer or a float): a
+    negative value among them is sign-extended (``_tests_bits``), whatever the data."""
+    if label in _REINTERPRETING:
+        return []
+    targets = [tensor for tensor, _ in _written(operator, args, kwargs, output)] + tensor_leaves(output)
+    found = []
+    for index, argument in enumerate(operator._schema.arguments):
+        written = argument.alias_info is not None and argument.alias_info.is_write
+        if "Tensor" not in str(argument.type) or written or (label in _TEMPLATES and argument.name in ("other", "the_template")):
+            continue
+        for source in tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name)):
+            if _kind(source.dtype) == "i" and source.is_signed() and any(
+                _kind(t.dtype) in "fc" or (_kind(t.dtype) == "i" and t.element_size() > source.element_size()) for t in targets
+            ):
+                found.append(source)
+    return found
 
 
 def _tests_bits(source: Any, target: Any) -> bool:

@@ -802,6 +802,30 @@ def test_a_timed_calls_fold_gives_what_the_trials_fold_gave():
     assert torch.equal(replay(torch.ones(4)), torch.full((128,), 2.0))
 
 
+def test_a_sign_extension_the_trials_spared_is_watched_in_the_timed_calls():
+    """Written against round thirteen's version, which judged a conversion of
+    reinterpreted bytes by the trials' data alone (cheat r14_trial_data_sign_extension:
+    a kernel put the input's top bytes where torch sign-extends them only in timed calls,
+    and zeros in the trials). A step that sign-extended such bytes holding no negative
+    value in the trials sets a flag, on the device, when it meets one in a timed call."""
+    plan = _folding_plan(
+        [
+            _op("view", "dtype", [{"t": ["in", 0]}, {"dtype": "int8"}], 0),
+            {"kind": "op", "op": ["aten", "_to_copy", "default"], "args": [{"t": ["val", 0]}], "kwargs": {"dtype": {"dtype": "int16"}}, "out": {"t": ["val", 1]}},
+        ],
+        {"t": ["val", 1]},
+    )
+    plan["constants"] = 0
+    replay = Replay(plan, [], lambda *args: None, "cpu")
+    replay(torch.zeros(4))
+    assert replay.compute_ops == []
+    replay.judging = False
+    replay(torch.zeros(4))
+    assert not replay.negatives_in_timed_calls()
+    replay(torch.full((4,), -1.0))
+    assert replay.negatives_in_timed_calls()
+
+
 def test_what_was_folded_before_a_launch_is_not_folded_after_it():
     """A launch could write what was folded before it (through an address it was not
     given): ops on it after the launch are bounded host arithmetic again."""

@@ -32,6 +32,12 @@ class KernelArgumentError(RuntimeError):
     check = "kernel_argument"
 
 
+class KernelOutOfBounds(RuntimeError):
+    """An interpreted kernel wrote memory outside the tensors its launch gave it."""
+
+    check = "kernel_out_of_bounds"
+
+
 def _python_function(kernel: Any) -> Any:
     """The plain function under a kernel's wrappers (autotune, heuristics, JIT, interpreter)."""
     import inspect
@@ -191,10 +197,18 @@ class TritonKernels(TrustedKernels):
             )
         check_arguments(name, kernel, args, options)
         before = _REINTERPRETED[0]
+        if self._interpreted:
+            _GIVEN[0] = given_memory([args, options])
         try:
             compiled = kernel[tuple(step["grid"])](*args, **options)
         except CompilationError as exc:
             raise KernelCompileError(str(exc)) from exc
+        except Exception as exc:
+            if isinstance(exc.__cause__ or exc.__context__, KernelOutOfBounds):  # the interpreter wraps it
+                raise KernelOutOfBounds(str(exc.__cause__ or exc.__context__)) from None
+            raise
+        finally:
+            _GIVEN[0] = None
         if self._interpreted:
             seen = _REINTERPRETED[0] > before
         else:  # each compiled kernel's IR read once (Triton keeps them)
@@ -231,9 +245,82 @@ _REINTERPRETED = [0]
 _INTERPRETER_CALLS = ("create_bitcast", "create_ptr_to_int", "create_int_to_ptr", "create_inline_asm")
 
 
+#: Each dtype's element type as a Triton pointer names it (a bool tensor's is int8).
+_ELEMENT_TYPES = {
+    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "bool": "int8",
+    "int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16", "int32": "int32", "uint32": "uint32",
+    "int64": "int64", "uint64": "uint64", "float8_e5m2": "fp8e5", "float8_e4m3fn": "fp8e4nv",
+    "float8_e4m3fnuz": "fp8e4b8", "float8_e5m2fnuz": "fp8e5b16",
+}
+
+#: The memory the launch running under the interpreter was given: starts, ends and the
+#: element types of each storage (``given_memory``); None outside a trusted launch.
+_GIVEN: list[Any] = [None]
+
+
+def given_memory(values: Any) -> tuple[Any, Any, list[set[str]]]:
+    """The storages of the tensors in ``values`` (through tuples, lists, dicts, tensor
+    descriptors and Triton's dtype wrappers): sorted starts, ends, and the element types
+    each was given as."""
+    import numpy as np
+    import torch
+
+    spans: dict[int, tuple[int, set[str]]] = {}
+
+    def visit(value: Any) -> None:
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                visit(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+        elif isinstance(value, torch.Tensor) or isinstance(getattr(value, "base", None), torch.Tensor):
+            tensor = value if isinstance(value, torch.Tensor) else value.base
+            dtype = str(getattr(value, "dtype", tensor.dtype)).removeprefix("torch.")
+            storage = tensor.untyped_storage()
+            start = storage.data_ptr()
+            spans.setdefault(start, (start + storage.nbytes(), set()))[1].add(_ELEMENT_TYPES.get(dtype, dtype))
+
+    visit(values)
+    starts = sorted(spans)
+    return np.array(starts, dtype=np.uint64), np.array([spans[s][0] for s in starts], dtype=np.uint64), [spans[s][1] for s in starts]
+
+
+def _check_addresses(pointers: Any, mask: Any, element: Any, write: bool) -> None:
+    """Under a trusted launch, where an interpreted load or store reaches: into a given
+    storage as another element type than it was given as, or a load outside every given
+    storage, is reading bytes as another dtype (an address found by scanning, with no
+    cast, as a float pointer into an int8 buffer); a write outside them is refused."""
+    import numpy as np
+
+    given = _GIVEN[0]
+    if given is None:
+        return
+    starts, ends, types = given
+    addresses = np.asarray(pointers.data).astype(np.uint64, copy=False).reshape(-1)
+    if mask is not None:
+        addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(pointers.data)).reshape(-1)]
+    if addresses.size == 0:
+        return
+    size = max(1, getattr(element, "primitive_bitwidth", 8) // 8)
+    index = np.searchsorted(starts, addresses, side="right").astype(np.int64) - 1
+    inside = (index >= 0) & (addresses + np.uint64(size) <= ends[np.clip(index, 0, None)]) if len(starts) else np.zeros(addresses.shape, bool)
+    if not inside.all():
+        if write:
+            raise KernelOutOfBounds(
+                "a kernel wrote memory outside the tensors its launch gave it (an address from arithmetic on a pointer); "
+                "a kernel may write only the tensors it is given"
+            )
+        _REINTERPRETED[0] += 1
+        return
+    name = str(element)
+    if any(name not in types[i] for i in np.unique(index).tolist()):
+        _REINTERPRETED[0] += 1
+
+
 def _watch_interpreter() -> bool:
-    """Under Triton's interpreter, count its builder's reinterpreting calls (once per
-    process); whether kernels run interpreted."""
+    """Under Triton's interpreter, count its builder's reinterpreting calls and check
+    where its loads and stores reach (once per process); whether kernels run interpreted."""
     import os
 
     if os.environ.get("TRITON_INTERPRET") != "1":
@@ -241,6 +328,7 @@ def _watch_interpreter() -> bool:
     from triton.runtime import interpreter
 
     builder = interpreter.interpreter_builder
+    _watch_memory(builder)
     for name in _INTERPRETER_CALLS:
         original = getattr(builder, name, None)
         if original is None or getattr(original, "_kz_counted", False):
@@ -253,6 +341,33 @@ def _watch_interpreter() -> bool:
         counted._kz_counted = True  # type: ignore[attr-defined]
         setattr(builder, name, counted)
     return True
+
+
+def _watch_memory(builder: Any) -> None:
+    """Wrap the interpreter builder's memory operations with ``_check_addresses``."""
+    if getattr(builder.create_masked_load, "_kz_checked", False):
+        return
+    load, store, cas, rmw = builder.create_masked_load, builder.create_masked_store, builder.create_atomic_cas, builder.create_atomic_rmw
+
+    def masked_load(ptrs: Any, mask: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_addresses(ptrs, mask, ptrs.get_element_ty(), False)
+        return load(ptrs, mask, other, *args, **kwargs)
+
+    def masked_store(ptrs: Any, value: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_addresses(ptrs, mask, ptrs.get_element_ty(), True)
+        return store(ptrs, value, mask, *args, **kwargs)
+
+    def atomic_cas(ptr: Any, cmp: Any, val: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_addresses(ptr, None, val.dtype.scalar, True)
+        return cas(ptr, cmp, val, *args, **kwargs)
+
+    def atomic_rmw(op: Any, ptr: Any, val: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_addresses(ptr, mask, val.dtype.scalar, True)
+        return rmw(op, ptr, val, mask, *args, **kwargs)
+
+    for name, wrapped in (("create_masked_load", masked_load), ("create_masked_store", masked_store), ("create_atomic_cas", atomic_cas), ("create_atomic_rmw", atomic_rmw)):
+        wrapped._kz_checked = True  # type: ignore[attr-defined]
+        setattr(builder, name, wrapped)
 
 
 def _compiled_reinterprets(compiled: Any) -> bool:

@@ -795,6 +795,55 @@ def test_what_triton_builds_tells_a_reinterpreting_kernel_whatever_its_spelling(
         assert kernels.reinterprets(step) is (name != "plain"), name
 
 
+def test_where_an_interpreted_kernels_loads_and_stores_reach_is_checked():
+    """Written against round thirteen's version, which a kernel passed with no cast at all
+    (cheat r14_scan_retyped_pointer_sign_extension): from a float32 pointer it scanned to
+    an int8 buffer it was given and stored floats there, for torch's sign extension to
+    test their top bytes. Under the interpreter a load or store into a given storage as
+    another element type, or a load outside every given storage, reads bytes as another
+    dtype; a store outside them is refused. Masked-off lanes reach nothing."""
+    from kz_backend_triton.kernels import KernelOutOfBounds, TritonKernels
+
+    source = textwrap.dedent(
+        """
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def onto_another(x_ptr, o_ptr, probe_ptr, delta):
+            tl.store(probe_ptr + delta + tl.arange(0, 4), tl.load(x_ptr + tl.arange(0, 4)))
+
+
+        @triton.jit
+        def read_outside(x_ptr, o_ptr, probe_ptr, delta):
+            tl.store(probe_ptr + tl.arange(0, 4), tl.load(x_ptr + delta + tl.arange(0, 4)))
+
+
+        @triton.jit
+        def write_outside(x_ptr, o_ptr, probe_ptr, delta):
+            tl.store(x_ptr + delta + tl.arange(0, 4), tl.load(probe_ptr + tl.arange(0, 4)))
+
+
+        @triton.jit
+        def masked_tail(x_ptr, o_ptr, probe_ptr, delta):
+            offsets = tl.arange(0, 8)
+            tl.store(probe_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < 4, other=0.0), mask=offsets < 4)
+        """
+    )
+    kernels = TritonKernels(extract_kernels(source, "<addresses>"), source="")
+    x, out, probe, spare = torch.randn(4), torch.zeros(64, dtype=torch.int8), torch.zeros(4), torch.zeros(16)
+    # Allocations are 64-byte aligned: whole float32 steps from one to another.
+    onto, outside = (out.data_ptr() - probe.data_ptr()) // 4, (spare.data_ptr() - x.data_ptr()) // 4
+    for name, where, expected in (("masked_tail", 0, False), ("onto_another", onto, True), ("read_outside", outside, True)):
+        step = {"kernel": {"name": name}, "grid": [1]}
+        kernels.launch(step, [x, out, probe, where], {})
+        assert kernels.reinterprets(step) is expected, name
+    with pytest.raises(KernelOutOfBounds):
+        kernels.launch({"kernel": {"name": "write_outside"}, "grid": [1]}, [x, out, probe, outside], {})
+    assert torch.equal(spare, torch.zeros(16))
+
+
 def test_kernels_that_read_bytes_as_another_dtype_are_told_apart():
     """A bitcast, a pointer cast or inline PTX lets a kernel view bytes as another dtype
     (the replay then treats what it is given as viewed so); plain kernels do not."""
