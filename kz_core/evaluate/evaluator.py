@@ -1274,7 +1274,8 @@ class Evaluator:
             "unseen": list(unseen),
         }
         with self._gpu.exclusive():
-            reply, failure = call_worker(worker, request, self.config.run_timeout_s, "timing")
+            # Only an executor's (trusted) failed reply may name its finding.
+            reply, failure = (_executor_call if verified else call_worker)(worker, request, self.config.run_timeout_s, "timing")
             if then is not None and failure is None and reply is not None:
                 then(reply)
         if failure is not None or reply is None:

@@ -214,7 +214,10 @@ class ExecutorOps:
                 replay.timed_compute_ops.setdefault("a conversion sign-extended negative values of reinterpreted bytes in the timed calls only", None)
             outputs, self.held = timed_output_entries(timed.outputs, bool(request.get("share")))
         except BaseException as exc:  # noqa: BLE001
-            return error_reply("timing", exc)
+            reply = error_reply("timing", exc)
+            if isinstance(getattr(exc, "check", None), str):
+                reply["check"] = exc.check  # a named finding (a kernel writing outside what it was given)
+            return reply
         finally:
             replay.judging = True
         return {

@@ -1,9 +1,9 @@
 # problem: 3_row_softmax
 # expect: rejected|runtime_error|incorrect
-# check: torch_compute_in_forward|worker_died|runtime_error|mismatch|non_finite|size_variation (a scan of the executor's memory may also end it or find nothing)
+# check: torch_compute_in_forward|worker_died|runtime_error|mismatch|non_finite|size_variation|kernel_out_of_bounds (a scan of the executor's memory may also end it or find nothing)
 # gpu_only: false
 # class: 7
-# hack: a kernel given one module constant scans memory for another (a header of magic words and the size) and writes the input into it; that constant, never given to a kernel, counted as pristine, so torch.softmax over it passed as parameter folding at full size, and a no-op copy_ into its header took it out of the end-of-call fingerprint check. Judged correct by the version before; every pristine constant is checked after each launch, the only step that can write where it was not given.
+# hack: a kernel given one module constant scans memory for another (a header of magic words and the size) and writes the input into it; that constant, never given to a kernel, counted as pristine, so torch.softmax over it passed as parameter folding at full size, and a no-op copy_ into its header took it out of the end-of-call fingerprint check. Judged correct by the version before; every pristine constant is checked after each launch, the only step that can write where it was not given. Under the interpreter (thirty-first session) its store outside the tensors a launch gave it is kernel_out_of_bounds first; on a GPU the check named before it decides.
 
 # hack (red team): a kernel given constant c0 scans forward in memory for constant c1's header
 # and writes x into c1 through an address it was not given; c1 stays "pristine", so torch's
