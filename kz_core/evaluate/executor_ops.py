@@ -210,8 +210,11 @@ class ExecutorOps:
             synchronize(self.device)
             if replay.untouched_constant_changed():
                 replay.timed_compute_ops.setdefault("a module constant no kernel or op was given in the trials changed in the timed calls", None)
-            if replay.negatives_in_timed_calls():
-                replay.timed_compute_ops.setdefault("a conversion sign-extended negative values of reinterpreted bytes in the timed calls only", None)
+            if replay.bits_tested_in_timed_calls():
+                replay.timed_compute_ops.setdefault(
+                    "a conversion that moved values in the trials tested their bits in the timed calls (a negative value sign-extended, or a truth value made from other than 0 or 1)",
+                    None,
+                )
             outputs, self.held = timed_output_entries(timed.outputs, bool(request.get("share")))
         except BaseException as exc:  # noqa: BLE001
             reply = error_reply("timing", exc)

@@ -475,11 +475,13 @@ class Replay:
         #: work, and put back what it wrote before the call ends.
         self._fold_results: dict[int, list[Any]] = {}
         self._not_folding: set[int] = set()
-        #: Steps that sign-extended reinterpreted bytes holding no negative value in the
-        #: trials, so moved them: a timed call in which they hold one sets the flag (on
-        #: the device, read after timing; the trials' poison tells them apart).
-        self._sign_extending: set[int] = set()
-        self._negatives: Any = None
+        #: Steps whose conversion the trials' data judged a move (reinterpreted bytes
+        #: sign-extended holding no negative value; integers made truth values, or bytes
+        #: viewed as them, all 0 or 1): a timed call in which their bits decide something
+        #: sets the flag (on the device, read after timing; the trials' poison tells the
+        #: trials apart).
+        self._watched: set[int] = set()
+        self._bits_tested: Any = None
         #: Ops that read a value computed from the inputs back to the host (``item()``):
         #: the plan holds the number the recording saw, so what depends on it is replayed
         #: with that number (said beside a mismatch, the likely cause).
@@ -507,10 +509,16 @@ class Replay:
             if isinstance(c, torch.Tensor) and i not in self._touched
         )
 
-    def negatives_in_timed_calls(self) -> bool:
-        """Whether a step that sign-extended reinterpreted bytes holding no negative value
-        in the trials met one in a timed call (asked after timing)."""
-        return self._negatives is not None and bool(self._negatives)
+    def bits_tested_in_timed_calls(self) -> bool:
+        """Whether a conversion that the trials' data judged a move tested bits in a timed
+        call (asked after timing): a negative value sign-extended, or a truth value made
+        from other than 0 or 1."""
+        return self._bits_tested is not None and bool(self._bits_tested)
+
+    def _watch(self, index: int, device: Any) -> None:
+        self._watched.add(index)
+        if self._bits_tested is None:
+            self._bits_tested = __import__("torch").zeros((), dtype=__import__("torch").bool, device=device)
 
     def _pin_fold(self, index: int, written: list[tuple[Any, bool]]) -> None:
         """In a timed call, what a fold step wrote is set to what it wrote in the trials
@@ -727,9 +735,9 @@ class Replay:
                 self._bind(step["out"], output, env)
                 if not judging and index in self._fold_results:
                     self._pin_fold(index, _written(operator, args, kwargs, output))
-                if not judging and index in self._sign_extending:
-                    for source in sign_extended(operator, self._labels[index], args, kwargs, output):
-                        torch.logical_or(self._negatives, (source < 0).any().to(self._negatives.device), out=self._negatives)
+                if not judging and index in self._watched:
+                    for tested in bits_tested(operator, self._labels[index], args, kwargs, output):
+                        torch.logical_or(self._bits_tested, tested.to(self._bits_tested.device), out=self._bits_tested)
                 if not judging and index in self._light_sizes:
                     if sum(t.numel() for t in tensor_leaves([args, kwargs, output])) > self._light_sizes[index]:
                         self.timed_compute_ops.setdefault(self._labels[index], None)
@@ -765,14 +773,15 @@ class Replay:
                     elif converted := conversion(operator, self._labels[index], args, kwargs, output, taint := tainted | (viewed & reached)):
                         # A moving op that converts values computes (a cast to an integer).
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, converted)
-                    elif any(_storage_id(t) in taint for t in sign_extended(operator, self._labels[index], args, kwargs, output)):
-                        self._sign_extending.add(index)
-                        if self._negatives is None:
-                            self._negatives = torch.zeros((), dtype=torch.bool, device=self.device if self.device != "meta" else "cpu")
+                    elif any(_storage_id(t) in taint for t in sign_extended(operator, self._labels[index], args, kwargs, output)) or _truth_sources(operator, self._labels[index], args, kwargs, output):
+                        self._watch(index, read[0].device)
                     elif reinterpreted := reinterpretation(self._labels[index], read, output):
                         # Viewed before input data reached it or after: tainted once both hold.
                         viewed.update(_storage_id(t) for t in tensor_leaves(output))
-                        if not input_free and any(str(t.dtype) == "torch.bool" for t in tensor_leaves(output)):
+                        truths = [t for t in tensor_leaves(output) if str(t.dtype) == "torch.bool"]
+                        if not input_free and truths and all(_zero_one(t.view(torch.uint8)) for t in truths):
+                            self._watch(index, truths[0].device)  # a kernel's 0/1 bytes returned as bool
+                        elif not input_free and truths:
                             self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, reinterpreted)
                     if any(key in tainted or (key in viewed and key in reached) for key in read_keys):
                         tainted.update(_storage_id(t) for t in tensor_leaves(output))
@@ -847,9 +856,47 @@ def conversion(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any
         for target in targets:
             a, b = _kind(source.dtype), _kind(target.dtype)
             bits = tainted is not None and _storage_id(source) in tainted and source.dtype != target.dtype and _tests_bits(source, target)
-            if bits or (a in "fc" and b in "ib") or (a == "i" and b == "b"):
+            if bits or (a in "fc" and b in "ib") or (a == "i" and b == "b" and not _zero_one(source)):
                 return f"{label} ({str(source.dtype).removeprefix('torch.')} to {str(target.dtype).removeprefix('torch.')})"
     return ""
+
+
+def _zero_one(tensor: Any) -> bool:
+    """Whether every value of an integer tensor is 0 or 1: made truth values, they are
+    what they were (a kernel's 0/1 mask returned as bool), and no bit is tested."""
+    return tensor.numel() == 0 or bool(((tensor == 0) | (tensor == 1)).all())
+
+
+def _truth_sources(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any], output: Any) -> list[Any]:
+    """The integer tensors a moving op makes truth values (``.bool()``)."""
+    if label in _REINTERPRETING:
+        return []
+    targets = [tensor for tensor, _ in _written(operator, args, kwargs, output)] + tensor_leaves(output)
+    if not any(str(t.dtype) == "torch.bool" for t in targets):
+        return []
+    return [t for t in _converted_sources(operator, label, args, kwargs) if _kind(t.dtype) == "i"]
+
+
+def _converted_sources(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+    found = []
+    for index, argument in enumerate(operator._schema.arguments):
+        written = argument.alias_info is not None and argument.alias_info.is_write
+        if "Tensor" in str(argument.type) and not written and not (label in _TEMPLATES and argument.name in ("other", "the_template")):
+            found += tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name))
+    return found
+
+
+def bits_tested(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any], output: Any) -> list[Any]:
+    """For a step whose conversion the trials' data judged a move, whether this call's
+    values test bits (0-dim bool tensors, computed on the device without reading them
+    back): a signed integer widened holding a negative value, an integer made a truth
+    value from other than 0 or 1, bytes viewed as bool other than 0 or 1."""
+    import torch
+
+    tested = [(source < 0).any() for source in sign_extended(operator, label, args, kwargs, output)]
+    tested += [((source != 0) & (source != 1)).any() for source in _truth_sources(operator, label, args, kwargs, output)]
+    tested += [(t.view(torch.uint8) > 1).any() for t in tensor_leaves(output) if str(t.dtype) == "torch.bool" and t.numel()]
+    return tested
 
 
 def sign_extended(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any], output: Any) -> list[Any]:
@@ -882,7 +929,7 @@ def _tests_bits(source: Any, target: Any) -> bool:
         return b not in "fc" or target.element_size() < source.element_size()
     if a == "i":
         widening = b != "i" or target.element_size() > source.element_size()
-        return b == "b" or (source.is_signed() and widening and bool((source < 0).any()))
+        return (b == "b" and not _zero_one(source)) or (source.is_signed() and widening and bool((source < 0).any()))
     return False
 
 

@@ -821,9 +821,48 @@ def test_a_sign_extension_the_trials_spared_is_watched_in_the_timed_calls():
     assert replay.compute_ops == []
     replay.judging = False
     replay(torch.zeros(4))
-    assert not replay.negatives_in_timed_calls()
+    assert not replay.bits_tested_in_timed_calls()
     replay(torch.full((4,), -1.0))
-    assert replay.negatives_in_timed_calls()
+    assert replay.bits_tested_in_timed_calls()
+
+
+def test_a_kernels_zero_one_bytes_made_truth_values_are_a_move_while_they_stay_so():
+    """Written against the version before, which counted every integer made a truth
+    value, and every byte viewed as one, as computing (over-rejection probe 8: a kernel
+    writing its comparison as int8 0/1, returned as ``out.view(torch.bool)``, was
+    torch_compute_in_forward). Bytes that are all 0 or 1 are what they were as truth
+    values; other bytes are a test (``!= 0``), in a trial or, by a flag, a timed call."""
+    written = [1]
+
+    def launch(step, args, options):
+        args[1].copy_(torch.tensor([0, 1, written[0], 0], dtype=torch.int8))
+
+    for last in (
+        {"kind": "op", "op": ["aten", "_to_copy", "default"], "args": [{"t": ["val", 0]}], "kwargs": {"dtype": {"dtype": "bool"}}, "out": {"t": ["val", 1]}},
+        _op("view", "dtype", [{"t": ["val", 0]}, {"dtype": "bool"}], 1),
+    ):
+        plan = _folding_plan(
+            [
+                {"kind": "op", "op": ["aten", "empty", "memory_format"], "args": [[4]], "kwargs": {"dtype": {"dtype": "int8"}}, "out": {"t": ["val", 0]}},
+                _kernel([{"t": ["in", 0]}, {"t": ["val", 0]}]),
+                last,
+            ],
+            {"t": ["val", 1]},
+        )
+        plan["constants"] = 0
+        written[0] = 1
+        replay = Replay(plan, [], launch, "cpu")
+        replay(torch.ones(4), provenance={})
+        assert replay.compute_ops == [], last["op"]
+        replay.judging = False
+        replay(torch.ones(4))
+        assert not replay.bits_tested_in_timed_calls()
+        written[0] = 5
+        replay(torch.ones(4))
+        assert replay.bits_tested_in_timed_calls(), last["op"]
+        replay = Replay(plan, [], launch, "cpu")
+        replay(torch.ones(4), provenance={})
+        assert replay.compute_ops != [], last["op"]
 
 
 def test_what_was_folded_before_a_launch_is_not_folded_after_it():
