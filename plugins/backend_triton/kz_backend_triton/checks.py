@@ -1,7 +1,8 @@
 """Static checks of Triton candidates: read the source's syntax tree, run nothing.
 
-- ``no_triton_kernel`` (error): the source defines no ``@triton.jit`` function, so it
-  cannot be a Triton solution, whatever it computes.
+- ``no_triton_kernel`` (error): the source defines no ``@triton.jit`` function (decorated,
+  or a module-level function given to ``k = triton.jit(fn)``), so it cannot be a Triton
+  solution, whatever it computes.
 - ``kernel_not_launched`` (warning): a kernel is defined but the source has no
   ``kernel[grid](...)`` launch of it, no call from another kernel and no mention at all
   (a ``tl.associative_scan`` combine function, a kernel chosen into a variable). Launches made
@@ -20,12 +21,36 @@ from kz_core import Finding, Severity, dotted_name, parse_source as parse, sourc
 JIT_DECORATORS = {"triton.jit", "jit", "tl.jit", "triton.language.jit"}
 
 
+#: Wrappers of a jit function: ``triton.autotune(...)(triton.jit(fn))``.
+TUNING = {"triton.autotune", "autotune", "triton.heuristics", "heuristics"}
+
+
+def jit_assigned_names(tree: ast.Module) -> set[str]:
+    """Functions made kernels by a module-level ``k = triton.jit(fn)`` (or
+    ``triton.jit(**options)(fn)``, maybe inside ``triton.autotune(...)(...)`` or
+    ``triton.heuristics(...)(...)``): the names given to jit."""
+    names = set()
+    for stmt in tree.body:
+        value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Call) and dotted_name(value.func.func) in TUNING and len(value.args) == 1:
+            value = value.args[0]
+        if not isinstance(value, ast.Call):
+            continue
+        jit = value.func.func if isinstance(value.func, ast.Call) else value.func
+        if dotted_name(jit) in JIT_DECORATORS and len(value.args) == 1 and isinstance(value.args[0], ast.Name):
+            names.add(value.args[0].id)
+    return names
+
+
 def triton_kernels(tree: ast.Module) -> list[ast.FunctionDef]:
-    """Functions decorated with ``@triton.jit`` (in any of its spellings)."""
+    """Functions decorated with ``@triton.jit`` (in any of its spellings), and module-level
+    functions given to ``triton.jit(fn)`` (the trusted extraction checks both alike)."""
+    assigned = jit_assigned_names(tree)
     return [
         fn
         for fn in functions(tree)
-        if isinstance(fn, ast.FunctionDef) and any(dotted_name(d) in JIT_DECORATORS for d in fn.decorator_list)
+        if isinstance(fn, ast.FunctionDef)
+        and (any(dotted_name(d) in JIT_DECORATORS for d in fn.decorator_list) or fn.name in assigned)
     ]
 
 

@@ -30,7 +30,7 @@ def _wrap(cls: type) -> None:
     def run(self, *args, grid, warmup, **kwargs):
         if warmup:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-        name = getattr(getattr(self, "fn", None), "__name__", None) or getattr(self, "__name__", "kernel")
+        name = _kernel_name(getattr(self, "fn", None)) or getattr(self, "__name__", "kernel")
         COUNTER.record(str(name))
         if recording_active() is None:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
@@ -40,6 +40,18 @@ def _wrap(cls: type) -> None:
 
     run._kz_counts_launches = True  # type: ignore[attr-defined]
     cls.run = run
+
+
+def _kernel_name(fn: Any) -> str | None:
+    """The name a plan step gives a kernel, as the trusted side keys the source's kernels:
+    its qualified name (``MinOp.kernel`` for a ``@staticmethod`` kernel kept in a class, so
+    that two classes may each keep a ``kernel``), its plain name for a function defined in a
+    function (``<locals>``; the trusted side refuses those) or without a qualified name."""
+    qualname = getattr(fn, "__qualname__", None)
+    if isinstance(qualname, str) and qualname and "<" not in qualname:
+        return qualname
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else None
 
 
 def _resolve_grid(kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, ...]:
@@ -73,7 +85,7 @@ def _wrap_compiled(cls: type) -> None:
     def getitem(self, grid):
         runner = original(self, grid)
         fn = getattr(getattr(self, "src", None), "fn", None)
-        name = str(getattr(fn, "__name__", None) or getattr(self, "name", "kernel"))
+        name = str(_kernel_name(fn) or getattr(self, "name", "kernel"))
         params = set(getattr(fn, "arg_names", ()) or ())
 
         def counted(*args, **kwargs):

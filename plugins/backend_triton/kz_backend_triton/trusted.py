@@ -9,7 +9,11 @@ references and judges outputs) may launch those kernels itself, with arguments i
 * the source is only parsed: module-level code, class bodies, ``forward``, plain functions and
   decorator arguments never run (``autotune`` and ``heuristics`` are dropped, ``jit``'s keyword
   arguments are read as literals); module constants are computed by the small evaluator of
-  literal arithmetic here, never by ``eval``;
+  literal arithmetic here, never by ``eval``, and so is the test of a module-level ``if``
+  whose branches define kernels (only the branch it takes is read, where it can be computed);
+* a kernel is a ``def`` at module or class level, decorated with ``triton.jit`` or given by
+  name to a module-level ``k = triton.jit(fn)``; kernels are keyed by qualified name
+  (``Cls.k``, as the recording names them) and, where no other kernel has it, their own;
 * each kernel's body, signature and decorators must pass an allow-list (:class:`_KernelChecker`),
   because under the interpreter the body runs as ordinary Python: it may reach Triton's language,
   ``math``, a few builtins, its sibling kernels and literal constants, and nothing else;
@@ -222,7 +226,16 @@ class _Source:
         self.aliases: dict[str, Any] = {}  # name -> triton.jit, autotune or heuristics
         self.counts: dict[str, int] = {}
         self.constants: dict[str, Any] = {}
+        #: kernels by qualified name (``k``; ``Cls.k`` for a kernel kept in a class)
         self.kernels: dict[str, tuple[ast.FunctionDef, dict[str, Any]]] = {}
+        #: module names bound to ``triton.jit(fn)`` (``k = triton.jit(_body)``) -> the kernel's name
+        self.jit_names: dict[str, str] = {}
+        #: constants one plain top-level statement binds, from literals and such constants
+        #: only (never a branch's guess): name -> line; a module-level ``if`` is decided by them
+        self.exact: dict[str, int] = {}
+        self._plain_defs: dict[str, list[ast.FunctionDef]] = {}  # undecorated defs at module scope
+        self._jit_kwargs_of: dict[str, dict[str, Any]] = {}
+        self._jit_assignments: list[tuple[ast.stmt, list[str], ast.expr]] = []
         self._imports(tree.body)
         self._count(tree)
         for node in ast.walk(tree):  # a function declaring a name global may rebind it
@@ -235,10 +248,13 @@ class _Source:
                 try:
                     self.constants[target.id] = self.evaluate(stmt.value)
                 except (ValueError, TypeError, ArithmeticError):
-                    pass  # not a literal constant: not bound, an error only if a kernel names it
+                    continue  # not a literal constant: not bound, an error only if a kernel names it
+                if all(self._exact_name(n, stmt.lineno) for n in ast.walk(stmt.value) if isinstance(n, ast.Name)):
+                    self.exact[target.id] = stmt.lineno
             elif isinstance(stmt, ast.If):
                 self._branch_constants(stmt)
         self._find_kernels(tree, inside_function=False)
+        self._add_jit_assignments()
 
     def _branch_constants(self, stmt: ast.If) -> None:
         """Constants a top-level ``if`` binds in its branches and nothing else binds (a
@@ -408,47 +424,170 @@ class _Source:
         owner = self._decorator(node.value) if isinstance(node, ast.Attribute) else None
         return getattr(owner, node.attr, None) if isinstance(owner, types.ModuleType) else None
 
-    def _find_kernels(self, node: ast.AST, inside_function: bool) -> None:
-        for child in ast.iter_child_nodes(node):
+    def _exact_name(self, node: ast.Name, line: int) -> bool:
+        """Whether a name in a constant expression or a module-level ``if`` has one value the
+        source fixes before ``line``: an exact constant, a Triton or math import, a builtin."""
+        if node.id in self.exact:
+            return self.exact[node.id] < line
+        return isinstance(self.bindings.get(node.id), types.ModuleType) or (node.id in _CONST_BUILTINS and node.id not in self.counts)
+
+    def decide(self, test: ast.expr, line: int) -> bool | None:
+        """The value of a module-level ``if``'s test computed from exact constants
+        (``if USE_ATOMICS:``, ``if BLOCK >= 64 and not SLOW:``), or None where it is not one."""
+        if not all(self._exact_name(n, line) for n in ast.walk(test) if isinstance(n, ast.Name)):
+            return None
+        try:
+            return bool(self._condition(test))
+        except (ValueError, TypeError, ArithmeticError):
+            return None
+
+    def _condition(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return not self._condition(node.operand)
+        if isinstance(node, ast.BoolOp):
+            values = [bool(self._condition(v)) for v in node.values]
+            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.Compare):
+            ops = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+                   ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+            left = self.evaluate(node.left)
+            for op, right_node in zip(node.ops, node.comparators):
+                right = self.evaluate(right_node)
+                # literals only (a function an import switch bound is the first branch's guess)
+                if type(op) not in ops or not all(isinstance(v, _LITERAL_TYPES + (tuple,)) for v in (left, right)) \
+                        or (isinstance(op, (ast.Is, ast.IsNot)) and None not in (left, right)):
+                    raise ValueError("not a literal comparison")
+                if not ops[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        value = self.evaluate(node)
+        if not isinstance(value, _LITERAL_TYPES + (tuple,)):
+            raise ValueError("not a literal condition")
+        return value
+
+    def _find_kernels(self, node: ast.AST, inside_function: bool, classes: tuple[str, ...] = ()) -> None:
+        module_scope = not inside_function and not classes
+        children: list[ast.AST] = list(ast.iter_child_nodes(node))
+        if module_scope and isinstance(node, ast.If):
+            # Only the branch a test of exact constants takes is ever run (``USE_ATOMICS =
+            # True`` then ``if USE_ATOMICS: def k ... else: def k ...``); otherwise both are read.
+            taken = self.decide(node.test, node.lineno)
+            if taken is not None:
+                children = list(node.body if taken else node.orelse)
+        for child in children:
             is_function = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
             if is_function and any(self._decorator(d) is self.decorators["jit"] for d in child.decorator_list):
                 if inside_function or isinstance(child, ast.AsyncFunctionDef):
                     _fail(child, f"kernel {child.name!r} must be defined at module or class level, "
                                  "not inside a function, and not async")
-                self._add_kernel(child)
-            self._find_kernels(child, inside_function or is_function or isinstance(child, ast.Lambda))
+                self._add_kernel(child, classes)
+            elif module_scope and isinstance(child, ast.FunctionDef) and not child.decorator_list:
+                self._plain_defs.setdefault(child.name, []).append(child)
+            elif module_scope and isinstance(child, (ast.Assign, ast.AnnAssign)) and child.value is not None:
+                targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+                call = self._unwrap_tuning(child.value)
+                if self._jit_of_function(call) is not None:
+                    if not all(isinstance(t, ast.Name) for t in targets):
+                        _fail(child, "a triton.jit(fn) kernel must be assigned to a plain module-level name")
+                    self._jit_assignments.append((child, [t.id for t in targets], call))
+            inner = classes + (child.name,) if isinstance(child, ast.ClassDef) and not inside_function else classes
+            self._find_kernels(child, inside_function or is_function or isinstance(child, ast.Lambda), inner)
 
-    def _add_kernel(self, fdef: ast.FunctionDef) -> None:
+    def _tuning(self, node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and any(self._decorator(node) is self.decorators[k] for k in ("autotune", "heuristics"))
+
+    def _unwrap_tuning(self, node: ast.expr) -> ast.expr:
+        """``triton.autotune(...)(triton.heuristics(...)(X))`` -> ``X``: autotune's and
+        heuristics' arguments are dropped unevaluated, as for decorated kernels."""
+        while (isinstance(node, ast.Call) and self._tuning(node.func) and len(node.args) == 1 and not node.keywords):
+            node = node.args[0]
+        return node
+
+    def _jit_of_function(self, node: ast.expr) -> tuple[list[ast.expr], list[ast.keyword]] | None:
+        """For ``triton.jit(fn, **options)`` or ``triton.jit(**options)(fn)`` (any spelling of
+        jit): its positional arguments and its keywords; None for anything else."""
+        if not isinstance(node, ast.Call):
+            return None
+        if isinstance(node.func, ast.Call) and self._decorator(node.func) is self.decorators["jit"]:
+            if node.keywords or node.func.args:
+                _fail(node, "triton.jit(**options)(fn) takes keyword arguments, then the function alone")
+            return node.args, node.func.keywords
+        if isinstance(node.func, (ast.Name, ast.Attribute)) and self._decorator(node.func) is self.decorators["jit"]:
+            return node.args, node.keywords
+        return None
+
+    def _add_jit_assignments(self) -> None:
+        """``k = triton.jit(fn)`` at module level (``fn`` a plain module-level ``def``, by
+        name): ``fn`` is a kernel, checked as a decorated one is; ``k`` names it."""
+        for stmt, targets, call in self._jit_assignments:
+            args, keywords = self._jit_of_function(call) or ([], [])
+            if len(args) != 1 or not isinstance(args[0], ast.Name):
+                _fail(call, "triton.jit(fn) must be given, by name, a function defined by a plain `def` at module level")
+            name = args[0].id
+            kwargs = self._jit_kwargs(keywords, name)
+            if name in self._jit_kwargs_of:  # `a = triton.jit(f)` and `b = triton.jit(f)`: one kernel
+                if self._jit_kwargs_of[name] != kwargs:
+                    _fail(call, f"kernel {name!r} is made by triton.jit twice, with other options")
+            else:
+                if name in self.kernels:
+                    _fail(call, f"{name!r} is already a triton.jit function")
+                defs = [d for d in self._plain_defs.get(name, []) if d.lineno < stmt.lineno]
+                if len(defs) != 1 or len(self._plain_defs[name]) != 1:
+                    _fail(call, f"triton.jit({name}) must name one undecorated function defined by `def {name}(` "
+                                "at module level before it")
+                self._register(defs[0], kwargs, ())
+                self._jit_kwargs_of[name] = kwargs
+            for target in targets:
+                if self.jit_names.get(target, name) != name:
+                    _fail(stmt, f"{target!r} names two triton.jit kernels")
+                self.jit_names[target] = name
+
+    def _jit_kwargs(self, keywords: list[ast.keyword], name: str) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        for keyword in keywords:
+            if keyword.arg not in JIT_KWARGS or not _is_literal(keyword.value):
+                _fail(keyword.value, f"jit argument {keyword.arg or '**'!r} must be one of "
+                                     f"{sorted(JIT_KWARGS)}, with a literal value")
+            kwargs[keyword.arg] = ast.literal_eval(keyword.value)
+        return kwargs
+
+    def _add_kernel(self, fdef: ast.FunctionDef, classes: tuple[str, ...] = ()) -> None:
         *outer, jit = fdef.decorator_list
         if self._decorator(jit) is not self.decorators["jit"]:
             _fail(jit, f"the jit decorator of kernel {fdef.name!r} must be its innermost (last) one")
-        def tuning(node: ast.expr) -> bool:
-            return isinstance(node, ast.Call) and any(self._decorator(node) is self.decorators[k] for k in ("autotune", "heuristics"))
 
         # The candidate's own decorators outside Triton's (``@staticmethod`` for a kernel kept
         # in a class, a library's ``@libentry()`` launcher cache, a registry): how it is
         # reached, not what it computes. They run in the candidate's process only; here they
         # are dropped unevaluated, as autotune's and heuristics' are (the trusted side
         # replays the configurations the recording chose).
-        while outer and not tuning(outer[0]):
+        while outer and not self._tuning(outer[0]):
             outer = outer[1:]
         for node in outer:
-            if not tuning(node):
+            if not self._tuning(node):
                 _fail(node, f"decorator of kernel {fdef.name!r} not allowed between Triton's (only triton.autotune(...) "
                             "and triton.heuristics(...) between the candidate's own decorators and triton.jit)")
-        kwargs: dict[str, Any] = {}
-        for keyword in jit.keywords if isinstance(jit, ast.Call) else ():
-            if keyword.arg not in JIT_KWARGS or not _is_literal(keyword.value):
-                _fail(keyword.value, f"jit argument {keyword.arg or '**'!r} must be one of "
-                                     f"{sorted(JIT_KWARGS)}, with a literal value")
-            kwargs[keyword.arg] = ast.literal_eval(keyword.value)
+        kwargs = self._jit_kwargs(jit.keywords if isinstance(jit, ast.Call) else [], fdef.name)
         if isinstance(jit, ast.Call) and jit.args:
             _fail(jit, "triton.jit(...) takes keyword arguments only")
+        self._register(fdef, kwargs, classes)
+
+    def _register(self, fdef: ast.FunctionDef, kwargs: dict[str, Any], classes: tuple[str, ...]) -> None:
+        """A kernel under its qualified name (``Cls.k`` in a class, as Python's
+        ``__qualname__``, which the recording names it by). Two classes may each keep a
+        kernel of one name; a name defined twice in one scope, or by a class and the module,
+        is refused."""
         if fdef.name.startswith("__") or getattr(fdef, "type_params", None):
             _fail(fdef, f"kernel name {fdef.name!r} (or its type parameters) not allowed")
-        if fdef.name in self.kernels:
-            _fail(fdef, f"kernel name {fdef.name!r} defined twice (first at line {self.kernels[fdef.name][0].lineno})")
-        self.kernels[fdef.name] = (fdef, kwargs)
+        qualname = ".".join((*classes, fdef.name))
+        clash = self.kernels[qualname][0] if qualname in self.kernels else None
+        if clash is None:  # the module's `k` and a class's `k`: one bare name, two kernels
+            clash = next((f for q, (f, _) in self.kernels.items() if f.name == fdef.name
+                          and (q == fdef.name) != (qualname == fdef.name)), None)
+        if clash is not None:
+            _fail(fdef, f"kernel name {fdef.name!r} defined twice (first at line {clash.lineno})")
+        self.kernels[qualname] = (fdef, kwargs)
 
 
 class _KernelChecker:
@@ -617,9 +756,19 @@ def extract_kernels(source: str, filename: str) -> dict[str, object]:
         namespace[name], kinds[name] = value, "module" if isinstance(value, types.ModuleType) else "value"
     for name, value in found.constants.items():
         namespace[name], kinds[name] = value, "constant"
-    for name, (fdef, _) in found.kernels.items():
-        if name in found.bindings:
-            _fail(fdef, f"kernel name {name!r} is also the name of an import")
+    # The names kernels reach each other by: a kernel's own name where one kernel has it (two
+    # classes' `kernel` are reached by neither), and the names `k = triton.jit(fn)` binds.
+    by_name: dict[str, list[str]] = {}
+    for qualname, (fdef, _) in found.kernels.items():
+        if fdef.name in found.bindings:
+            _fail(fdef, f"kernel name {fdef.name!r} is also the name of an import")
+        by_name.setdefault(fdef.name, []).append(qualname)
+    names = {name: quals[0] for name, quals in by_name.items() if len(quals) == 1}
+    for alias, qualname in found.jit_names.items():
+        if alias in found.bindings or names.get(alias, qualname) != qualname or len(by_name.get(alias, ())) > 1:
+            _fail(found.kernels[qualname][0], f"kernel {qualname!r} is assigned to {alias!r}, the name of another kernel or an import")
+        names[alias] = qualname
+    for name in names:
         kinds[name] = "jit"
     for fdef, _ in found.kernels.values():
         _KernelChecker(fdef, found, kinds).check()
@@ -634,14 +783,20 @@ def extract_kernels(source: str, filename: str) -> dict[str, object]:
         isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
         for s in tree.body) else 0
     kernels: dict[str, object] = {}
-    for name, (fdef, kwargs) in found.kernels.items():
+    for qualname, (fdef, kwargs) in found.kernels.items():
         bare = copy.deepcopy(fdef)
         bare.decorator_list = []
         code = compile(ast.Module(body=[bare], type_ignores=[]), filename, "exec", flags=future, dont_inherit=True)
         exec(code, namespace)  # noqa: S102 - one checked FunctionDef, in the restricted namespace
-        fn = namespace[name]
-        kernels[name] = namespace[name] = triton.jit(fn, **kwargs)
-        _verify_text(fn, bare, kernels[name])
+        fn = namespace.pop(fdef.name)
+        kernels[qualname] = triton.jit(fn, **kwargs)
+        _verify_text(fn, bare, kernels[qualname])
+    for name, qualname in names.items():
+        namespace[name] = kernels[qualname]
+    # A kernel kept in a class is found by its qualified name (``Cls.k``, which the recording
+    # names) and by its own name where no other kernel has it (as before qualified names).
+    kernels.update({name: kernels[qualname] for name, qualname in names.items()
+                    if name == found.kernels[qualname][0].name and name != qualname})
     # The interpreter reads a kernel's text at its first launch: read it now, while linecache holds
     # this source. Its rewrite copies the interpreter module's globals into the namespace: keep
     # only those its rewritten code names (its comparison and assignment helpers).

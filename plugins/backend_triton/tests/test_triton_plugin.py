@@ -89,3 +89,14 @@ def test_a_kernel_chosen_into_a_variable_is_not_a_dead_kernel():
     ``kernel[grid](...)``: a kernel the module names is launched through an alias."""
     code = GOOD.replace("add_kernel[(triton.cdiv(x.numel(), 1024),)]", "launch = add_kernel\n        launch[(triton.cdiv(x.numel(), 1024),)]")
     assert "launch = add_kernel" in code and checks(code) == []
+
+
+def test_a_kernel_made_by_calling_triton_jit_is_a_kernel():
+    """Written against the version before, which counted decorated functions only:
+    ``add_kernel = triton.jit(_add)`` was ``no_triton_kernel``."""
+    code = GOOD.replace("@triton.jit\ndef add_kernel(", "def _add(").replace(
+        "class ModelNew", "add_kernel = triton.jit(_add)\n\n\nclass ModelNew")
+    assert "def _add(" in code and "triton.jit(_add)" in code
+    assert checks(code) == []
+    tuned = code.replace("triton.jit(_add)", "triton.autotune(configs=[], key=['n'])(triton.jit(debug=False)(_add))")
+    assert checks(tuned) == []

@@ -224,7 +224,9 @@ def test_aliases_helpers_classes_if_blocks_and_jit_arguments():
         def annotated(x: "tl.tensor", y: tl.float32, n: tl.int32 = 3, BLOCK: tl.constexpr = 4) -> None:
             pass
     """)
-    assert set(kernels) == {"helper", "scale", "negate", "annotated"}
+    # A kernel kept in a class: by its qualified name (the recording's) and its own name.
+    assert set(kernels) == {"helper", "Kernels.scale", "scale", "negate", "annotated"}
+    assert kernels["Kernels.scale"] is kernels["scale"]
     # annotations are evaluated as in the candidate's module (Triton reads tl.constexpr from them)
     assert kernels["scale"].fn.__annotations__["BLOCK"] is tl.constexpr
     assert kernels["annotated"].fn.__annotations__["y"] is tl.float32
@@ -876,3 +878,224 @@ def test_kernels_that_read_bytes_as_another_dtype_are_told_apart():
         "y = tl.load(x_ptr).to(tl.float16)\nz = tl.cast(y, tl.float32)\ntl.store(o_ptr, z.to(o_ptr.dtype.element_ty))",
         head="# a bitcast would be wrong here\ndef wrapper(x):\n    return x.view(torch.int32).to(x.dtype, copy=True)",
     )
+
+
+def test_triton_jit_called_as_a_function_makes_a_kernel():
+    """Written against the version before, which found kernels by their decorator only:
+    ``gelu_kernel = triton.jit(_gelu_body)`` (and with options, or inside autotune) was no
+    kernel at all, so the candidate was ``no_triton_kernel``, or, beside a decorated one,
+    ``kernel_not_in_source`` when its launch named ``_gelu_body``."""
+    kernels = extract("""
+        import triton
+        import triton.language as tl
+        from triton import jit
+
+        def _negate_body(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, -tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+        def _double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, twice(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+        def _twice(x):
+            return x * 2.0
+
+        negate_kernel = triton.jit(_negate_body)
+        launch = negate_kernel
+        twice = jit(_twice)
+        double_kernel = triton.autotune(configs=[triton.Config({"BLOCK": 16})], key=["n"])(
+            triton.jit(do_not_specialize=["n"])(_double))
+    """)
+    # the recording names a kernel by its function's name (``JITFunction.fn.__name__``)
+    assert set(kernels) == {"_negate_body", "_double", "_twice"}
+    assert kernels["_double"].kwargs["do_not_specialize"] == ["n"]
+    assert kernels["_double"].fn.__globals__["twice"] is kernels["_twice"]  # reached by its assigned name
+    x = torch.randn(37)
+    torch.testing.assert_close(launch_unary(kernels["_negate_body"], x), -x)
+    torch.testing.assert_close(launch_unary(kernels["_double"], x), x * 2.0)
+
+
+@pytest.mark.parametrize("assignment", [
+    "k = triton.jit(make())",  # not a function by name
+    "k = triton.jit(body, repr=str)",  # options are literal, from the allow-list
+    "k = triton.jit(undefined_body)",  # no def of it
+    "k = triton.jit(decorated)",  # already a kernel
+    "k = triton.jit(late)",  # defined after the assignment
+    "k = triton.jit(body)\nk = triton.jit(other)",  # one name, two kernels
+    "k = triton.jit(body)\nk2 = triton.jit(body, debug=True)",  # one kernel, two option sets
+    "tl = triton.jit(body)",  # the name of an import
+    "k = triton.jit(bad)",  # its body is checked as a decorated kernel's
+    "k = triton.jit(method)",  # a function inside a class is not a module-level def
+])
+def test_triton_jit_called_as_a_function_is_checked(assignment):
+    refused(f"""
+import triton
+import triton.language as tl
+
+def make():
+    return 1
+
+@triton.jit
+def decorated(x):
+    return x
+
+def body(x):
+    return x
+
+def other(x):
+    return x
+
+def bad(x):
+    return x.__class__
+
+class Holder:
+    def method(x):
+        return x
+
+{assignment}
+
+def late(x):
+    return x
+""")
+
+
+def test_a_kernel_defined_in_a_function_stays_refused_with_triton_jit_called():
+    error = refused("""
+        import triton
+
+        def factory():
+            def body(x):
+                return x
+            return body
+
+        k = triton.jit(factory())
+    """)
+    assert "must be given, by name" in str(error)
+    assert "a nested function is not allowed" in str(refused("""
+        import triton
+
+        def factory():
+            def body(x):
+                return x
+            return body
+
+        k = triton.jit(factory)
+    """))
+
+
+def test_two_classes_may_each_keep_a_kernel_of_one_name():
+    """Written against the version before, which keyed kernels by their own name: two
+    ``@staticmethod`` kernels named ``kernel`` in ``MinOp`` and ``ArgminOp`` were "defined
+    twice". They are keyed by qualified name, as the recording names them; the shared
+    name reaches neither from another kernel, and one scope defining it twice stays refused."""
+    kernels = extract("""
+        import triton
+        import triton.language as tl
+
+        class Negate:
+            @staticmethod
+            @triton.jit
+            def kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(out_ptr + offs, -tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+        class Double:
+            @staticmethod
+            @triton.jit
+            def kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(out_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+            class Inner:
+                @triton.jit
+                def kernel(x):
+                    return x
+    """)
+    assert set(kernels) == {"Negate.kernel", "Double.kernel", "Double.Inner.kernel"}
+    assert "kernel" not in kernels["Negate.kernel"].fn.__globals__
+    x = torch.randn(37)
+    torch.testing.assert_close(launch_unary(kernels["Negate.kernel"], x), -x)
+    torch.testing.assert_close(launch_unary(kernels["Double.kernel"], x), 2.0 * x)
+    assert "'kernel' is not available" in str(refused("""
+        import triton
+
+        class A:
+            @triton.jit
+            def kernel(x):
+                return x
+
+        class B:
+            @triton.jit
+            def kernel(x):
+                return x
+
+        @triton.jit
+        def caller(x):
+            return kernel(x)
+    """))
+    error = refused("""
+        import triton
+
+        class A:
+            @triton.jit
+            def kernel(x):
+                return x
+
+            @triton.jit
+            def kernel(x):
+                return x
+    """)
+    assert error.line == 10 and "defined twice (first at line 6)" in str(error)
+
+
+def test_the_recording_names_a_class_kernel_by_its_qualified_name():
+    from kz_backend_triton.launches import _kernel_name
+
+    def kernel():
+        pass
+
+    assert _kernel_name(kernel) == "kernel"  # defined in a function: its plain name
+    kernel.__qualname__ = "MinOp.kernel"  # as a class at module level makes it
+    assert _kernel_name(kernel) == "MinOp.kernel"
+    assert _kernel_name(launch_unary) == "launch_unary" and _kernel_name(None) is None
+
+
+def test_a_module_level_if_of_literal_constants_picks_its_kernel():
+    """Written against the version before, which read both branches of every module-level
+    ``if``: two variants of ``mse_kernel`` under ``if USE_ATOMICS: ... else: ...`` were
+    "defined twice". A test of constants that one plain statement binds before it is
+    computed, and only the branch it takes is read."""
+    source = """
+        import triton
+        import triton.language as tl
+
+        USE_ATOMICS = {flag}
+        BLOCK = 64
+
+        if USE_ATOMICS and BLOCK >= 32:
+            @triton.jit
+            def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(out_ptr + offs, -tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+        elif not USE_ATOMICS:
+            @triton.jit
+            def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(out_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+    """
+    x = torch.randn(37)
+    torch.testing.assert_close(launch_unary(extract(source.format(flag="True"))["k"], x), -x)
+    torch.testing.assert_close(launch_unary(extract(source.format(flag="False"))["k"], x), 2.0 * x)
+    # a test kz cannot compute keeps the refusal: a call, a constant a branch binds (a guess),
+    # a constant bound twice, one bound after the if, a function an import switch binds
+    for prelude, test in [("FLAG = True", "FLAG and torch.cuda.is_available()"),
+                          ("if X:\n    FLAG = True\nelse:\n    FLAG = False", "FLAG"),
+                          ("FLAG = True\nFLAG = False", "FLAG"),
+                          ("", "LATER"),
+                          ("if X:\n    from triton.language import sigmoid as act\nelse:\n    from triton.language import exp as act",
+                           "act == tl.sigmoid")]:
+        error = refused(f"import torch\nimport triton\nimport triton.language as tl\n{prelude}\nif {test}:\n    @triton.jit\n    def k(x):\n        return x\n"
+                        "else:\n    @triton.jit\n    def k(x):\n        return -x\nLATER = True\n")
+        assert "defined twice" in str(error), (prelude, test)
+
