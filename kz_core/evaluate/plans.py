@@ -481,7 +481,7 @@ class Replay:
         #: sets the flag (on the device, read after timing; the trials' poison tells the
         #: trials apart).
         self._watched: set[int] = set()
-        self._bits_tested: Any = None
+        self._bits_tested: dict[str, Any] = {}  # one flag per device: none is read back while timing
         #: Ops that read a value computed from the inputs back to the host (``item()``):
         #: the plan holds the number the recording saw, so what depends on it is replayed
         #: with that number (said beside a mismatch, the likely cause).
@@ -513,12 +513,15 @@ class Replay:
         """Whether a conversion that the trials' data judged a move tested bits in a timed
         call (asked after timing): a negative value sign-extended, or a truth value made
         from other than 0 or 1."""
-        return self._bits_tested is not None and bool(self._bits_tested)
+        return any(bool(flag) for flag in self._bits_tested.values())
 
-    def _watch(self, index: int, device: Any) -> None:
+    def _watch(self, index: int, tensors: list[Any]) -> None:
+        import torch
+
         self._watched.add(index)
-        if self._bits_tested is None:
-            self._bits_tested = __import__("torch").zeros((), dtype=__import__("torch").bool, device=device)
+        for tensor in tensors:
+            if str(tensor.device) not in self._bits_tested:
+                self._bits_tested[str(tensor.device)] = torch.zeros((), dtype=torch.bool, device=tensor.device)
 
     def _pin_fold(self, index: int, written: list[tuple[Any, bool]]) -> None:
         """In a timed call, what a fold step wrote is set to what it wrote in the trials
@@ -737,7 +740,11 @@ class Replay:
                     self._pin_fold(index, _written(operator, args, kwargs, output))
                 if not judging and index in self._watched:
                     for tested in bits_tested(operator, self._labels[index], args, kwargs, output):
-                        torch.logical_or(self._bits_tested, tested.to(self._bits_tested.device), out=self._bits_tested)
+                        flag = self._bits_tested.get(str(tested.device))
+                        if flag is None:  # a device the trials did not watch it on
+                            self.timed_compute_ops.setdefault(self._labels[index], None)
+                        else:
+                            torch.logical_or(flag, tested, out=flag)
                 if not judging and index in self._light_sizes:
                     if sum(t.numel() for t in tensor_leaves([args, kwargs, output])) > self._light_sizes[index]:
                         self.timed_compute_ops.setdefault(self._labels[index], None)
@@ -774,13 +781,13 @@ class Replay:
                         # A moving op that converts values computes (a cast to an integer).
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, converted)
                     elif any(_storage_id(t) in taint for t in sign_extended(operator, self._labels[index], args, kwargs, output)) or _truth_sources(operator, self._labels[index], args, kwargs, output):
-                        self._watch(index, read[0].device)
+                        self._watch(index, tensor_leaves([args, kwargs, output]))
                     elif reinterpreted := reinterpretation(self._labels[index], read, output):
                         # Viewed before input data reached it or after: tainted once both hold.
                         viewed.update(_storage_id(t) for t in tensor_leaves(output))
                         truths = [t for t in tensor_leaves(output) if str(t.dtype) == "torch.bool"]
                         if not input_free and truths and all(_zero_one(t.view(torch.uint8)) for t in truths):
-                            self._watch(index, truths[0].device)  # a kernel's 0/1 bytes returned as bool
+                            self._watch(index, truths)  # a kernel's 0/1 bytes returned as bool
                         elif not input_free and truths:
                             self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, reinterpreted)
                     if any(key in tainted or (key in viewed and key in reached) for key in read_keys):
