@@ -528,7 +528,7 @@ class Replay:
         (the constants it reads may not hold what was recorded; checked after timing).
         One whose results differ in number, shape or dtype is computing there."""
         results = self._fold_results[index]
-        if len(written) != len(results) or any(t.shape != r.shape or t.dtype != r.dtype or t.device != r.device for (t, _), r in zip(written, results)):
+        if len(written) != len(results) or any(t.shape != r.shape or t.dtype != r.dtype for (t, _), r in zip(written, results)):
             self.timed_compute_ops.setdefault(self._labels[index], None)
             return
         for (tensor, _), result in zip(written, results):
@@ -805,6 +805,7 @@ class Replay:
         self._touched.update(i for i, key in enumerate(starts) if key is not None and key not in pristine)
         if moved_off_host:
             self.constants = [c.to(self.device) if isinstance(c, torch.Tensor) else c for c in self.constants]
+            self._fold_results = {index: [r.to(self.device) for r in results] for index, results in self._fold_results.items()}
         result = self._decode(self.plan["outputs"], env)
         if track:
             leaves = tensor_leaves(result)
