@@ -527,6 +527,8 @@ class Replay:
         """In a timed call, what a fold step wrote is set to what it wrote in the trials
         (the constants it reads may not hold what was recorded; checked after timing).
         One whose results differ in number, shape or dtype is computing there."""
+        # Results on the device the last judged call made them on (after host constants
+        # moved to the device there, the folds of later calls are there too).
         results = self._fold_results[index]
         if len(written) != len(results) or any(t.shape != r.shape or t.dtype != r.dtype for (t, _), r in zip(written, results)):
             self.timed_compute_ops.setdefault(self._labels[index], None)
@@ -805,7 +807,6 @@ class Replay:
         self._touched.update(i for i, key in enumerate(starts) if key is not None and key not in pristine)
         if moved_off_host:
             self.constants = [c.to(self.device) if isinstance(c, torch.Tensor) else c for c in self.constants]
-            self._fold_results = {index: [r.to(self.device) for r in results] for index, results in self._fold_results.items()}
         result = self._decode(self.plan["outputs"], env)
         if track:
             leaves = tensor_leaves(result)
