@@ -126,6 +126,12 @@ class TrustedKernels:
         (asked after its launch; a backend that can tell from what it built says so)."""
         return self.reinterprets_bits
 
+    def reinterpreted_last(self, step: Mapping[str, Any]) -> bool:
+        """Whether the last launch of ``step``'s kernel read bytes as another dtype (a
+        backend that tells launches apart says so; by default :meth:`reinterprets`): the
+        replay compares the timed calls' launches with the trials'."""
+        return self.reinterprets(step)
+
     def launch(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
         """Launch one kernel step: ``step["kernel"]`` says which (what the backend's launch
         path recorded), ``step["grid"]`` the grid; ``args`` and ``options`` as recorded.

@@ -66,7 +66,7 @@ class ExecutorOps:
         try:
             for key, (plan, constants) in request["plans"].items():
                 validate_plan(plan, candidate.backend, len(constants))
-                self.plans[key] = Replay(plan, constants, kernels.launch, self.device, reinterpreting=kernels.reinterprets)
+                self.plans[key] = Replay(plan, constants, kernels.launch, self.device, reinterpreting=kernels.reinterprets, reinterpreted_now=kernels.reinterpreted_last)
         except PlanError as exc:
             return {"ok": True, "failure": {"message": f"the recorded plan is malformed: {exc}", "log": "", "verdict": "runtime_error", "line": None, "check": "not_replayable"}}
         except BaseException as exc:  # noqa: BLE001
@@ -90,7 +90,7 @@ class ExecutorOps:
         try:
             for key, (plan, constants) in request["plans"].items():
                 validate_plan(plan, self.kernels.backend, len(constants))
-                self.plans[key] = Replay(plan, constants, self.kernels.launch, self.device, reinterpreting=self.kernels.reinterprets)
+                self.plans[key] = Replay(plan, constants, self.kernels.launch, self.device, reinterpreting=self.kernels.reinterprets, reinterpreted_now=self.kernels.reinterpreted_last)
         except PlanError as exc:
             return {"ok": False, "stage": "run", "message": f"the recorded plan is malformed: {exc}", "check": "not_replayable"}
         except BaseException as exc:  # noqa: BLE001

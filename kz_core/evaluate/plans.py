@@ -420,6 +420,7 @@ class Replay:
     def __init__(
         self, plan: dict[str, Any], constants: list[Any], launch: Callable[[dict[str, Any], list[Any], dict[str, Any]], None], device: str,
         reinterpreting: bool | Callable[[dict[str, Any]], bool] = True,
+        reinterpreted_now: Callable[[dict[str, Any]], bool] | None = None,
     ):
         import torch
 
@@ -427,6 +428,12 @@ class Replay:
         #: Whether a launched step's kernel may have read bytes as another dtype
         #: (``TrustedKernels.reinterprets``, asked after the launch).
         self.reinterpreting = reinterpreting if callable(reinterpreting) else (lambda step, _flag=bool(reinterpreting): _flag)
+        #: Whether a step's kernel read bytes as another dtype at its launch just now
+        #: (``TrustedKernels.reinterpreted_last``): one that does so in a timed call only,
+        #: where the trials' poison is not, computes there (its bytes, unviewed in the
+        #: trials, may meet a conversion that tests them).
+        self.reinterpreted_now = reinterpreted_now or self.reinterpreting
+        self._judged_reinterpreting: dict[int, bool] = {}
         self.launch = launch
         self.device = device
         # Constants stay where the forward had them: a shape made with torch.tensor on the
@@ -522,6 +529,17 @@ class Replay:
         for tensor in tensors:
             if str(tensor.device) not in self._bits_tested:
                 self._bits_tested[str(tensor.device)] = torch.zeros((), dtype=torch.bool, device=tensor.device)
+
+    def _remember(self, index: int, pinned: bool, written: list[tuple[Any, bool]]) -> None:
+        """Keep what a step that read no input's data (a fold, host arithmetic) wrote in
+        this judged call, to be what it writes in the timed calls, while it reads none in
+        every judged call: what it reads may hold other bytes there (memory a timed call's
+        ``torch.empty`` recycles from a kernel's freed scratch is not poisoned)."""
+        if pinned and index not in self._not_folding:
+            self._fold_results[index] = [t.detach().clone() for t, _ in written]
+        else:
+            self._not_folding.add(index)
+            self._fold_results.pop(index, None)
 
     def _pin_fold(self, index: int, written: list[tuple[Any, bool]]) -> None:
         """In a timed call, what a fold step wrote is set to what it wrote in the trials
@@ -698,6 +716,10 @@ class Replay:
             if step["kind"] == "kernel":
                 options = {k: self._decode(v, env) for k, v in step["options"].items()}
                 self.launch(step, args, options)
+                if judging:
+                    self._judged_reinterpreting[index] = self._judged_reinterpreting.get(index, False) or self.reinterpreted_now(step)
+                elif not self._judged_reinterpreting.get(index, True) and self.reinterpreted_now(step):
+                    self.timed_compute_ops.setdefault("a kernel read bytes as another dtype in a timed call only", None)
                 if judging:  # a kernel may write anything into what it receives
                     keys = {_storage_id(tensor) for tensor in tensor_leaves([args, options])}
                     reached.update(keys)
@@ -772,16 +794,13 @@ class Replay:
                     folded = (folded | (made - pristine)) if folds else (folded - made)
                     if index in self._computing_steps:
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, folding=folds)
-                        if folds and index not in self._not_folding:
-                            self._fold_results[index] = [t.detach().clone() for t, _ in changed]
-                        else:
-                            self._not_folding.add(index)
-                            self._fold_results.pop(index, None)
+                        self._remember(index, folds or input_free, changed)
                     elif self._labels[index] in _HOST_READS and not input_free:
                         self.host_reads.setdefault(self._labels[index], None)
                     elif converted := conversion(operator, self._labels[index], args, kwargs, output, taint := tainted | (viewed & reached)):
                         # A moving op that converts values computes (a cast to an integer).
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, converted)
+                        self._remember(index, input_free, changed)
                     elif any(_storage_id(t) in taint for t in sign_extended(operator, self._labels[index], args, kwargs, output)) or _truth_sources(operator, self._labels[index], args, kwargs, output):
                         self._watch(index, tensor_leaves([args, kwargs, output]))
                     elif reinterpreted := reinterpretation(self._labels[index], read, output):

@@ -865,6 +865,49 @@ def test_a_kernels_zero_one_bytes_made_truth_values_are_a_move_while_they_stay_s
         assert replay.compute_ops != [], last["op"]
 
 
+def test_host_arithmetic_in_a_timed_call_writes_what_it_wrote_in_the_trials():
+    """Written against the version before, which pinned folds only (cheat
+    r15_timed_recycled_memory_host_arithmetic): a step judged host arithmetic in the
+    trials because it read fresh memory (poisoned there) read, in a timed call, what a
+    kernel's freed scratch left in memory ``torch.empty`` handed out again, so torch could
+    finish the kernel's partial sums. What a step that read no input's data in every judged
+    call wrote is, in a timed call, what it wrote in the last judged one."""
+    weight = torch.zeros(4)
+    plan = _folding_plan(
+        [
+            _op("add_", "Scalar", [{"t": ["const", 0]}, 1], 0),  # state: no longer the recorded constant
+            _op("mul", "Tensor", [{"t": ["val", 0]}, {"t": ["val", 0]}], 1),
+            _kernel([{"t": ["in", 0]}, {"t": ["val", 1]}]),
+        ],
+        {"t": ["val", 1]},
+    )
+    replay = Replay(plan, [weight], lambda *args: None, "cpu")
+    replay(torch.ones(4))
+    judged = replay(torch.ones(4)).clone()
+    assert replay.compute_ops == [] and torch.equal(judged, torch.full((4,), 4.0))
+    replay.judging = False
+    for _ in range(3):
+        assert torch.equal(replay(torch.ones(4)), judged)
+
+
+def test_a_kernel_that_reads_bytes_as_another_dtype_only_in_timed_calls_computes_there():
+    """Written against round fourteen's version (cheat
+    r15_timed_only_kernel_retype_sign_extension): a kernel that told the trials by their
+    poison stored floats into an int8 buffer, by a scanned address, only in timed calls,
+    where nothing asked whether a launch read bytes as another dtype."""
+    plan = _folding_plan([_kernel([{"t": ["in", 0]}])], {"t": ["in", 0]})
+    plan["constants"] = 0
+    timed = [False]
+    replay = Replay(plan, [], lambda *args: None, "cpu", reinterpreting=False, reinterpreted_now=lambda step: timed[0])
+    replay(torch.ones(4))
+    replay.judging = False
+    replay(torch.ones(4))
+    assert list(replay.timed_compute_ops) == []
+    timed[0] = True
+    replay(torch.ones(4))
+    assert list(replay.timed_compute_ops) == ["a kernel read bytes as another dtype in a timed call only"]
+
+
 def test_what_was_folded_before_a_launch_is_not_folded_after_it():
     """A launch could write what was folded before it (through an address it was not
     given): ops on it after the launch are bounded host arithmetic again."""

@@ -181,6 +181,7 @@ class TritonKernels(TrustedKernels):
         # Bits read as another dtype only through a bitcast, a pointer cast or inline PTX.
         self.reinterprets_bits = source is None or reads_bytes_as_another_dtype(source)
         self._reinterpreted: dict[str, bool] = {}
+        self._last: dict[str, bool] = {}  # whether each kernel's last launch did
         self._compiled: dict[int, tuple[Any, bool]] = {}  # id -> (compiled kernel, held so its id stays its own)
         self._interpreted = _watch_interpreter()
         _set_scratch_allocator()
@@ -216,6 +217,7 @@ class TritonKernels(TrustedKernels):
                 self._compiled[id(compiled)] = (compiled, _compiled_reinterprets(compiled))
             seen = self._compiled[id(compiled)][1]
         self._reinterpreted[name] = self._reinterpreted.get(name, False) or seen
+        self._last[name] = seen
 
     def reinterprets(self, step: Mapping[str, Any]) -> bool:
         """Whether the kernel of ``step`` may have read bytes as another dtype: its source
@@ -223,6 +225,11 @@ class TritonKernels(TrustedKernels):
         builder was asked for a bitcast, a pointer made an integer or the other way, inline
         PTX; on a GPU the compiled kernel's IR holds one). Read after its launch."""
         return self.reinterprets_bits or self._reinterpreted.get(str(step["kernel"].get("name", "")), True)
+
+    def reinterpreted_last(self, step: Mapping[str, Any]) -> bool:
+        """Whether the last launch of ``step``'s kernel read bytes as another dtype (under
+        the interpreter, that launch's own builder calls and addresses)."""
+        return self.reinterprets_bits or self._last.get(str(step["kernel"].get("name", "")), True)
 
     def precompile(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
         name = str(step["kernel"].get("name", ""))
