@@ -213,6 +213,17 @@ def _is_literal(node: ast.expr) -> bool:
 _UNBOUND = object()
 
 
+#: Calls and attributes through which module code binds names the source does not show.
+_DYNAMIC_NAMES = frozenset({"globals", "vars", "setattr", "exec", "eval", "__import__", "locals"})
+
+
+def _INTERPRETER_NAMES() -> frozenset[str]:
+    """The names Triton's interpreter puts in a kernel's globals (its rewrite's helpers)."""
+    from triton.runtime import interpreter
+
+    return frozenset(vars(interpreter))
+
+
 class _Source:
     """What the module binds, read from its syntax tree: Triton and math imports, jit decorators,
     literal constants (bound once at the top level, or in the branches of a top-level
@@ -238,6 +249,12 @@ class _Source:
         self._jit_assignments: list[tuple[ast.stmt, list[str], ast.expr]] = []
         self._imports(tree.body)
         self._count(tree)
+        #: Whether module code may bind names kz cannot see (``globals()[...] = ...``,
+        #: ``sys.modules[__name__].X = ...``): then no module-level ``if`` is decided.
+        self.dynamic = any(
+            (isinstance(n, ast.Name) and n.id in _DYNAMIC_NAMES) or (isinstance(n, ast.Attribute) and n.attr in ("modules", "__dict__"))
+            for n in ast.walk(tree)
+        )
         for node in ast.walk(tree):  # a function declaring a name global may rebind it
             for name in node.names if isinstance(node, ast.Global) else ():
                 self.counts[name] = self.counts.get(name, 0) + 2
@@ -261,8 +278,12 @@ class _Source:
         Triton-version switch: ``if new: triton_tanh = libdevice.tanh`` ``else:
         triton_tanh = tl.math.tanh``): the first branch whose value is one, as imports."""
         branches: list[dict[str, ast.expr]] = []
+        taken: int | None = 0  # the branch the tests take, while each can be decided
         node: ast.stmt | None = stmt
         while isinstance(node, ast.If):
+            if taken is not None and taken == len(branches):
+                decided = self.decide(node.test, node.lineno)
+                taken = None if decided is None else taken if decided else taken + 1
             branches.append(self._branch_assignments(node.body))
             rest = node.orelse
             node = rest[0] if len(rest) == 1 and isinstance(rest[0], ast.If) else None
@@ -271,7 +292,9 @@ class _Source:
         for name in {name for branch in branches for name in branch}:
             if self.counts.get(name) != sum(name in branch for branch in branches) or name in self.constants:
                 continue
-            for branch in branches:
+            # Only the branch Python runs binds, where the tests can be decided (``MODE = 1``,
+            # ``if MODE == 0``); otherwise the first branch whose value is one.
+            for branch in branches if taken is None else branches[taken:taken + 1]:
                 if name in branch:
                     try:
                         self.constants[name] = self.evaluate(branch[name])
@@ -356,7 +379,8 @@ class _Source:
         """How many times each name is bound at module scope."""
         for child in ast.iter_child_nodes(node):
             scope = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            name = (child.name if scope or isinstance(child, ast.ExceptHandler)
+            name = (child.name if scope or isinstance(child, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar))
+                    else child.rest if isinstance(child, ast.MatchMapping)
                     else child.id if isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load)
                     else (child.asname or child.name).split(".")[0] if isinstance(child, ast.alias) else None)
             if name:
@@ -434,7 +458,7 @@ class _Source:
     def decide(self, test: ast.expr, line: int) -> bool | None:
         """The value of a module-level ``if``'s test computed from exact constants
         (``if USE_ATOMICS:``, ``if BLOCK >= 64 and not SLOW:``), or None where it is not one."""
-        if not all(self._exact_name(n, line) for n in ast.walk(test) if isinstance(n, ast.Name)):
+        if self.dynamic or not all(self._exact_name(n, line) for n in ast.walk(test) if isinstance(n, ast.Name)):
             return None
         try:
             return bool(self._condition(test))
@@ -539,6 +563,8 @@ class _Source:
                 self._register(defs[0], kwargs, ())
                 self._jit_kwargs_of[name] = kwargs
             for target in targets:
+                if target.startswith("__") or target in _INTERPRETER_NAMES():
+                    _fail(stmt, f"a triton.jit kernel may not be named {target!r}")
                 if self.jit_names.get(target, name) != name:
                     _fail(stmt, f"{target!r} names two triton.jit kernels")
                 self.jit_names[target] = name

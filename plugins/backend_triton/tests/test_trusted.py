@@ -1098,4 +1098,37 @@ def test_a_module_level_if_of_literal_constants_picks_its_kernel():
         error = refused(f"import torch\nimport triton\nimport triton.language as tl\n{prelude}\nif {test}:\n    @triton.jit\n    def k(x):\n        return x\n"
                         "else:\n    @triton.jit\n    def k(x):\n        return -x\nLATER = True\n")
         assert "defined twice" in str(error), (prelude, test)
+    # Red-team round 16: a name a match pattern binds (cheat r16_match_capture_branch) and
+    # module code that can bind names unseen (globals()) leave the test undecided too.
+    for prelude in ("FLAG = True\nmatch False:\n    case FLAG:\n        pass", "FLAG = True\nglobals()['FLAG'] = False"):
+        error = refused(f"import triton\nimport triton.language as tl\n{prelude}\nif FLAG:\n    @triton.jit\n    def k(x):\n        return x\n"
+                        "else:\n    @triton.jit\n    def k(x):\n        return -x\n")
+        assert "defined twice" in str(error), prelude
+
+
+def test_a_decided_if_binds_the_constants_of_the_branch_it_takes():
+    """Written against round fifteen's version (red-team round 16): the constants a
+    module-level ``if`` binds were taken from the first branch whose value kz could
+    compute, whatever the test, so with ``MODE = 1`` the kernels saw the ``MODE == 0``
+    branch's ``SCALE = 0.0`` where Python bound ``1.0``; and a ``k = triton.jit(fn)`` named
+    ``__builtins__`` would have replaced the kernels' builtins."""
+    source = """
+        import triton
+        import triton.language as tl
+
+        MODE = 1
+        if MODE == 0:
+            SCALE = 0.0
+        else:
+            SCALE = 1.5
+
+        @triton.jit
+        def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, SCALE * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+    """
+    x = torch.randn(37)
+    torch.testing.assert_close(launch_unary(extract(source)["k"], x), 1.5 * x)
+    error = refused("import triton\nimport triton.language as tl\ndef f(x):\n    return x\n__builtins__ = triton.jit(f)\n")
+    assert "may not be named" in str(error)
 
