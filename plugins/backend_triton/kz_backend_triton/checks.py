@@ -1,8 +1,11 @@
 """Static checks of Triton candidates: read the source's syntax tree, run nothing.
 
 - ``no_triton_kernel`` (error): the source defines no ``@triton.jit`` function (decorated,
-  or a module-level function given to ``k = triton.jit(fn)``), so it cannot be a Triton
-  solution, whatever it computes.
+  in any import alias or ``jit = triton.jit`` alias, or a module-level function given to
+  ``triton.jit(fn)``: ``k = triton.jit(fn)``, a class attribute, an item of a table), so it
+  cannot be a Triton solution, whatever it computes. Where this reading finds none, the
+  trusted extraction's reading (:mod:`.trusted`) is asked too: a source whose kernels it
+  would build is never refused here.
 - ``kernel_not_launched`` (warning): a kernel is defined but the source has no
   ``kernel[grid](...)`` launch of it, no call from another kernel and no mention at all
   (a ``tl.associative_scan`` combine function, a kernel chosen into a variable). Launches made
@@ -25,33 +28,73 @@ JIT_DECORATORS = {"triton.jit", "jit", "tl.jit", "triton.language.jit"}
 TUNING = {"triton.autotune", "autotune", "triton.heuristics", "heuristics"}
 
 
+def _spellings(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """The spellings of ``triton.jit`` and of its wrappers in this source, as the trusted
+    extraction resolves them: the fixed ones, import aliases (``import triton as tr`` ->
+    ``tr.jit``; ``from triton import jit as triton_jit``) and module-level plain aliases
+    (``jit = triton.jit``)."""
+    jit, tuning = set(JIT_DECORATORS), set(TUNING)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in ("triton", "triton.language"):
+                    jit.add(f"{alias.asname}.jit")
+                    tuning.update(f"{alias.asname}.{w}" for w in ("autotune", "heuristics"))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "triton":
+            for alias in node.names:
+                if alias.name == "jit":
+                    jit.add(alias.asname or alias.name)
+                elif alias.name in ("autotune", "heuristics"):
+                    tuning.add(alias.asname or alias.name)
+    for stmt in tree.body:  # in order: ``jit = triton.jit`` then ``my_jit = jit``
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            value = dotted_name(stmt.value) if isinstance(stmt.value, (ast.Name, ast.Attribute)) else None
+            if value in jit:
+                jit.add(stmt.targets[0].id)
+            elif value in tuning:
+                tuning.add(stmt.targets[0].id)
+    return jit, tuning
+
+
 def jit_assigned_names(tree: ast.Module) -> set[str]:
-    """Functions made kernels by a module-level ``k = triton.jit(fn)`` (or
-    ``triton.jit(**options)(fn)``, maybe inside ``triton.autotune(...)(...)`` or
-    ``triton.heuristics(...)(...)``): the names given to jit."""
+    """Functions made kernels by ``triton.jit(fn)`` (or ``triton.jit(**options)(fn)``, maybe
+    inside ``triton.autotune(...)(...)`` or ``triton.heuristics(...)(...)``) in a module-level
+    ``k = ...``, a class attribute or an item of a literal table: the names given to jit."""
+    jit, _ = _spellings(tree)
     names = set()
-    for stmt in tree.body:
-        value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
-        while isinstance(value, ast.Call) and isinstance(value.func, ast.Call) and dotted_name(value.func.func) in TUNING and len(value.args) == 1:
-            value = value.args[0]
-        if not isinstance(value, ast.Call):
+    for value in ast.walk(tree):
+        if not isinstance(value, ast.Call) or len(value.args) != 1 or not isinstance(value.args[0], ast.Name):
             continue
-        jit = value.func.func if isinstance(value.func, ast.Call) else value.func
-        if dotted_name(jit) in JIT_DECORATORS and len(value.args) == 1 and isinstance(value.args[0], ast.Name):
+        func = value.func.func if isinstance(value.func, ast.Call) else value.func
+        if dotted_name(func) in jit:
             names.add(value.args[0].id)
     return names
 
 
 def triton_kernels(tree: ast.Module) -> list[ast.FunctionDef]:
     """Functions decorated with ``@triton.jit`` (in any of its spellings), and module-level
-    functions given to ``triton.jit(fn)`` (the trusted extraction checks both alike)."""
+    functions given to ``triton.jit(fn)`` (the trusted extraction checks both alike). Where
+    none is found this way, the trusted extraction's own reading of the source decides."""
+    jit, _ = _spellings(tree)
     assigned = jit_assigned_names(tree)
-    return [
+    found = [
         fn
         for fn in functions(tree)
         if isinstance(fn, ast.FunctionDef)
-        and (any(dotted_name(d) in JIT_DECORATORS for d in fn.decorator_list) or fn.name in assigned)
+        and (any(dotted_name(d) in jit for d in fn.decorator_list) or fn.name in assigned)
     ]
+    return found or _trusted_kernels(tree)
+
+
+def _trusted_kernels(tree: ast.Module) -> list[ast.FunctionDef]:
+    """The kernels :mod:`.trusted` would build from ``tree`` (read, never run), or none
+    where it refuses the source or Triton cannot be imported."""
+    try:
+        from .trusted import _Source
+
+        return [fdef for fdef, _ in _Source(tree).kernels.values()]
+    except Exception:  # noqa: BLE001 - refused, or no Triton here: no kernel that way
+        return []
 
 
 def launched_names(tree: ast.Module) -> set[str]:

@@ -11,8 +11,11 @@ references and judges outputs) may launch those kernels itself, with arguments i
   arguments are read as literals); module constants are computed by the small evaluator of
   literal arithmetic here, never by ``eval``, and so is the test of a module-level ``if``
   whose branches define kernels (only the branch it takes is read, where it can be computed);
-* a kernel is a ``def`` at module or class level, decorated with ``triton.jit`` or given by
-  name to a module-level ``k = triton.jit(fn)``; kernels are keyed by qualified name
+* a kernel is a ``def`` at module or class level, decorated with ``triton.jit`` (any import
+  alias, or a module-level ``jit = triton.jit`` bound once) or given by name to a module-level
+  ``k = triton.jit(fn)``; ``triton.jit(fn)`` as a class attribute (``class Ops: add =
+  triton.jit(_add)``) or an item of a module-level literal table (``{"add": triton.jit(_add)}``)
+  makes ``fn`` a kernel too, where ``fn`` is one plain module-level ``def``; kernels are keyed by qualified name
   (``Cls.k``, as the recording names them) and, where no other kernel has it, their own;
 * each kernel's body, signature and decorators must pass an allow-list (:class:`_KernelChecker`),
   because under the interpreter the body runs as ordinary Python: it may reach Triton's language,
@@ -246,7 +249,9 @@ class _Source:
         self.exact: dict[str, int] = {}
         self._plain_defs: dict[str, list[ast.FunctionDef]] = {}  # undecorated defs at module scope
         self._jit_kwargs_of: dict[str, dict[str, Any]] = {}
-        self._jit_assignments: list[tuple[ast.stmt, list[str], ast.expr]] = []
+        #: (statement, module names it binds, the jit call, whether it is only registered where
+        #: it names a plain module-level def: a class attribute or an item of a literal table)
+        self._jit_assignments: list[tuple[ast.stmt, list[str], ast.expr, bool]] = []
         self._imports(tree.body)
         self._count(tree)
         #: Whether module code may bind names kz cannot see (``globals()[...] = ...``,
@@ -258,6 +263,7 @@ class _Source:
         for node in ast.walk(tree):  # a function declaring a name global may rebind it
             for name in node.names if isinstance(node, ast.Global) else ():
                 self.counts[name] = self.counts.get(name, 0) + 2
+        self._decorator_aliases(tree.body)
         for stmt in tree.body:
             target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else getattr(stmt, "target", None)
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(target, ast.Name) and stmt.value is not None \
@@ -272,6 +278,20 @@ class _Source:
                 self._branch_constants(stmt)
         self._find_kernels(tree, inside_function=False)
         self._add_jit_assignments()
+
+    def _decorator_aliases(self, stmts: list[ast.stmt]) -> None:
+        """Module-level ``jit = triton.jit`` (``my_jit = tr.jit``, ``tune = triton.autotune``):
+        a plain name bound once, at the top level, to jit, autotune or heuristics in any
+        spelling is that decorator (it only makes more functions kernels, each checked)."""
+        for stmt in stmts:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and isinstance(stmt.value, (ast.Name, ast.Attribute))):
+                continue
+            name = stmt.targets[0].id
+            value = self._decorator(stmt.value)
+            if self.counts.get(name) == 1 and not name.startswith("__") and name not in self.bindings \
+                    and any(value is d for d in self.decorators.values()):
+                self.aliases[name] = value
 
     def _branch_constants(self, stmt: ast.If) -> None:
         """Constants a top-level ``if`` binds in its branches and nothing else binds (a
@@ -514,7 +534,21 @@ class _Source:
                 if self._jit_of_function(call) is not None:
                     if not all(isinstance(t, ast.Name) for t in targets):
                         _fail(child, "a triton.jit(fn) kernel must be assigned to a plain module-level name")
-                    self._jit_assignments.append((child, [t.id for t in targets], call))
+                    self._jit_assignments.append((child, [t.id for t in targets], call, False))
+                else:  # ``KERNELS = {"add": triton.jit(_add)}``: kernels, bound to no module name
+                    self._jit_assignments.extend((child, [], c, True) for c in self._table_jit_calls(child.value))
+            elif not inside_function and isinstance(node, ast.ClassDef) and isinstance(child, (ast.Assign, ast.AnnAssign)) \
+                    and child.value is not None:
+                # ``class Ops: add = triton.jit(_add)``: ``_add`` is the kernel (the recording
+                # names it by its function's ``__qualname__``, ``_add``); ``Ops.add`` is no module name.
+                call = self._unwrap_tuning(child.value)
+                calls = [call] if self._jit_of_function(call) is not None else self._table_jit_calls(child.value)
+                # a name the class body binds is the class's own there, not the module's def
+                local = {n.id for s in node.body for n in ast.walk(s) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+                local |= {s.name for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+                local |= {(a.asname or a.name).split(".")[0] for s in node.body if isinstance(s, (ast.Import, ast.ImportFrom)) for a in s.names}
+                self._jit_assignments.extend((child, [], c, True) for c in calls
+                                             if not any(isinstance(a, ast.Name) and a.id in local for a in (self._jit_of_function(c) or ([], []))[0]))
             inner = classes + (child.name,) if isinstance(child, ast.ClassDef) and not inside_function else classes
             self._find_kernels(child, inside_function or is_function or isinstance(child, ast.Lambda), inner)
 
@@ -541,11 +575,34 @@ class _Source:
             return node.args, node.keywords
         return None
 
+    def _table_jit_calls(self, node: ast.expr) -> list[ast.expr]:
+        """The ``triton.jit(fn)`` calls among the items of a literal dict, list, tuple or set
+        (nested ones too), each maybe inside ``triton.autotune(...)(...)``."""
+        if isinstance(node, ast.Dict):
+            items = [v for v in node.values if v is not None]
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = list(node.elts)
+        else:
+            return []
+        found: list[ast.expr] = []
+        for item in items:
+            call = self._unwrap_tuning(item)
+            found.extend([call] if self._jit_of_function(call) is not None else self._table_jit_calls(item))
+        return found
+
     def _add_jit_assignments(self) -> None:
         """``k = triton.jit(fn)`` at module level (``fn`` a plain module-level ``def``, by
-        name): ``fn`` is a kernel, checked as a decorated one is; ``k`` names it."""
-        for stmt, targets, call in self._jit_assignments:
+        name): ``fn`` is a kernel, checked as a decorated one is; ``k`` names it. In a class
+        body or a literal table, ``triton.jit(fn)`` makes ``fn`` a kernel where ``fn`` names
+        one such ``def`` (and binds no module name); other calls there are left alone."""
+        for stmt, targets, call, lenient in self._jit_assignments:
             args, keywords = self._jit_of_function(call) or ([], [])
+            if lenient:
+                name = args[0].id if len(args) == 1 and isinstance(args[0], ast.Name) else None
+                plain = self._plain_defs.get(name or "", [])
+                if name is None or (name in self.kernels and name not in self._jit_kwargs_of) or self.counts.get(name) != 1 \
+                        or len(plain) != 1 or plain[0].lineno >= stmt.lineno:
+                    continue
             if len(args) != 1 or not isinstance(args[0], ast.Name):
                 _fail(call, "triton.jit(fn) must be given, by name, a function defined by a plain `def` at module level")
             name = args[0].id

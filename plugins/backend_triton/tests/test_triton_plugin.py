@@ -100,3 +100,25 @@ def test_a_kernel_made_by_calling_triton_jit_is_a_kernel():
     assert checks(code) == []
     tuned = code.replace("triton.jit(_add)", "triton.autotune(configs=[], key=['n'])(triton.jit(debug=False)(_add))")
     assert checks(tuned) == []
+
+
+def test_jit_aliases_class_attributes_and_tables_are_kernels():
+    """Written against the version before (over-rejection probe 9), which knew only fixed
+    spellings and module-level ``k = triton.jit(fn)``: ``import triton as tr`` with
+    ``@tr.jit``, ``from triton import jit as triton_jit``, ``jit = triton.jit``, a class
+    attribute ``add = triton.jit(_add)`` and ``{"add": triton.jit(_add)}`` were all
+    ``no_triton_kernel``, though the trusted extraction builds (or now builds) them."""
+    import_as = GOOD.replace("import triton\n", "import triton as tr\n").replace("@triton.jit", "@tr.jit").replace("triton.cdiv", "tr.cdiv")
+    assert "@tr.jit" in import_as and checks(import_as) == []
+    from_as = GOOD.replace("@triton.jit", "from triton import jit as triton_jit\n\n\n@triton_jit")
+    assert "@triton_jit" in from_as and checks(from_as) == []
+    alias = GOOD.replace("@triton.jit", "my_jit = triton.jit\n\n\n@my_jit")
+    assert "@my_jit" in alias and checks(alias) == []
+    plain = GOOD.replace("@triton.jit\ndef add_kernel(", "def _add(")
+    in_class = plain.replace("class ModelNew", "class Ops:\n    add = triton.jit(_add)\n\n\nclass ModelNew").replace(
+        "add_kernel[", "Ops.add[")
+    assert "Ops.add[" in in_class and checks(in_class) == []
+    table = plain.replace("class ModelNew", 'KERNELS = {"add": triton.jit(_add)}\n\n\nclass ModelNew').replace(
+        "add_kernel[", 'KERNELS["add"][')
+    assert 'KERNELS["add"][' in table and checks(table) == []
+    assert checks(plain) == [("no_triton_kernel", Severity.ERROR)]

@@ -1132,3 +1132,38 @@ def test_a_decided_if_binds_the_constants_of_the_branch_it_takes():
     error = refused("import triton\nimport triton.language as tl\ndef f(x):\n    return x\n__builtins__ = triton.jit(f)\n")
     assert "may not be named" in str(error)
 
+
+
+ADD_BODY = """
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
+"""
+
+
+def test_jit_alias_class_attribute_and_table_kernels():
+    """Written against the version before (over-rejection probe 9): ``jit = triton.jit``
+    then ``@jit`` was no kernel (the executor's ``kernel_not_in_source``), nor was
+    ``_add`` in ``class Ops: add = triton.jit(_add)`` or ``{"add": triton.jit(_add)}``.
+    The recording names such a kernel by its function's ``__qualname__``: ``_add``."""
+    head = "import triton\nimport triton.language as tl\n"
+    x = torch.randn(37)
+    for layout in ("jit = triton.jit\nmy_jit = jit\n\n@my_jit\ndef _add(x_ptr, out_ptr, n, BLOCK: tl.constexpr):" + ADD_BODY,
+                   "def _add(x_ptr, out_ptr, n, BLOCK: tl.constexpr):" + ADD_BODY + "\nclass Ops:\n    add = triton.jit(_add)\n",
+                   "def _add(x_ptr, out_ptr, n, BLOCK: tl.constexpr):" + ADD_BODY + '\nKERNELS = {"add": [triton.jit(_add)]}\n'):
+        kernels = extract(head + layout)
+        assert sorted(kernels) == ["_add"], layout
+        torch.testing.assert_close(launch_unary(kernels["_add"], x), x + 1.0)
+
+
+def test_jit_alias_and_class_attribute_kernels_are_checked_and_not_overreached():
+    """The new layouts only make more functions kernels, each checked by the allow-list;
+    an alias bound twice is no jit, and a class attribute naming a class-local function
+    (not the module's plain ``def``) registers nothing."""
+    head = "import triton\nimport triton.language as tl\nimport os\n"
+    bad = "def _add(x_ptr):\n    os.system('x')\n"
+    assert "not allowed" in str(refused(head + bad + "\nclass Ops:\n    add = triton.jit(_add)\n"))
+    assert "not allowed" in str(refused(head + bad + "\nT = (triton.jit(_add),)\n"))
+    assert "not allowed" in str(refused(head + "jit = triton.jit\n@jit\n" + bad))
+    assert extract(head + "jit = triton.jit\njit = print\n@jit\n" + bad) == {}
+    shadowed = head + "def _add(x_ptr):\n    pass\n\nclass Ops:\n    def _add(self):\n        pass\n    add = triton.jit(_add)\n"
+    assert extract(shadowed) == {}
