@@ -170,14 +170,30 @@ def storages_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def tensor_leaves(value: Any) -> list[torch.Tensor]:
-    """The tensors in ``value``, through lists, tuples and dicts."""
+    """The tensors in ``value``, through lists, tuples and dicts, and the base tensor of
+    Triton's host-side wrappers a kernel launch may be given (``triton.reinterpret``'s
+    ``TensorWrapper``, a host ``TensorDescriptor``): a kernel given one is given its base."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
         return [t for item in value for t in tensor_leaves(item)]
     if isinstance(value, dict):
         return [t for item in value.values() for t in tensor_leaves(item)]
+    if is_triton_wrapper(value) and isinstance(value.base, torch.Tensor):
+        return [value.base]
     return []
+
+
+def is_triton_wrapper(value: Any) -> bool:
+    """Whether ``value`` is a Triton ``TensorWrapper`` or ``TensorDescriptor`` (looked up
+    only where Triton is imported already: none exists otherwise)."""
+    import sys
+
+    kinds = (
+        getattr(sys.modules.get("triton.runtime.jit"), "TensorWrapper", None),
+        getattr(sys.modules.get("triton.tools.tensor_descriptor"), "TensorDescriptor", None),
+    )
+    return any(kind is not None and type(value) is kind for kind in kinds)
 
 
 def apart_from(leaves: list[Any], kept: list[Any]) -> list[Any]:

@@ -44,8 +44,11 @@ class PlanError(ValueError):
     """A plan that is malformed (the message says where)."""
 
 
-def _check_value(value: Any, where: str, depth: int = 0) -> None:
-    """A plan value: numbers, strings, lists and the tagged forms ``recording.encode`` makes."""
+def _check_value(value: Any, where: str, depth: int = 0, launch: bool = False) -> None:
+    """A plan value: numbers, strings, lists and the tagged forms ``recording.encode`` makes.
+
+    :param launch: ``value`` is a kernel launch's argument or option, where Triton's
+        ``tl_reinterpret`` and ``tl_descriptor`` forms may be too (never an op's)."""
     if depth > MAX_DEPTH:
         raise PlanError(f"{where}: nested too deeply")
     if value is None or isinstance(value, (bool, int, str)):
@@ -58,7 +61,7 @@ def _check_value(value: Any, where: str, depth: int = 0) -> None:
         if len(value) > MAX_ITEMS:
             raise PlanError(f"{where}: list too long")
         for index, item in enumerate(value):
-            _check_value(item, f"{where}[{index}]", depth + 1)
+            _check_value(item, f"{where}[{index}]", depth + 1, launch)
         return
     if not isinstance(value, dict) or len(value) != 1:
         raise PlanError(f"{where}: unexpected value of type {type(value).__name__}")
@@ -66,14 +69,14 @@ def _check_value(value: Any, where: str, depth: int = 0) -> None:
     if tag == "t":
         _check_ref(content, where)
     elif tag == "tuple":
-        _check_value(content if isinstance(content, list) else None, where, depth + 1)
+        _check_value(content if isinstance(content, list) else None, where, depth + 1, launch)
         if not isinstance(content, list):
             raise PlanError(f"{where}: a tuple must hold a list")
     elif tag == "dict":
         if not isinstance(content, dict) or len(content) > MAX_ITEMS or not all(isinstance(k, str) and _NAME.match(k) for k in content):
             raise PlanError(f"{where}: malformed keyword dict")
         for key, item in content.items():
-            _check_value(item, f"{where}.{key}", depth + 1)
+            _check_value(item, f"{where}.{key}", depth + 1, launch)
     elif tag == "py":
         if content is not None and not isinstance(content, (bool, int, float)):
             raise PlanError(f"{where}: malformed number")
@@ -87,8 +90,57 @@ def _check_value(value: Any, where: str, depth: int = 0) -> None:
         pass
     elif tag == "tl_dtype" and isinstance(content, str) and _NAME.match(content):
         pass
+    elif tag == "tl_reinterpret" and launch:
+        _check_reinterpret(content, where)
+    elif tag == "tl_descriptor" and launch:
+        _check_descriptor(content, where)
     else:
         raise PlanError(f"{where}: unknown or malformed tag {tag!r}")
+
+
+#: Limits on a host TMA descriptor (``tl_descriptor``): Triton's own (rank 1 to 5) and
+#: sizes far beyond any tensor a problem makes.
+_DESCRIPTOR_FIELDS = frozenset({"base", "shape", "strides", "block_shape", "padding", "round_f32_to_tf32"})
+_MAX_EXTENT = 2**40
+
+
+def _is_ref(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and "t" in value
+
+
+def _int_list(value: Any, rank: int, low: int, high: int) -> bool:
+    return isinstance(value, list) and len(value) == rank and all(type(v) is int and low <= v <= high for v in value)
+
+
+def _check_reinterpret(content: Any, where: str) -> None:
+    """``triton.reinterpret(tensor, dtype)``: ``[tensor reference, dtype]``."""
+    if not (isinstance(content, list) and len(content) == 2 and _is_ref(content[0])):
+        raise PlanError(f"{where}: malformed tl_reinterpret (a tensor reference and a dtype)")
+    _check_ref(content[0]["t"], where)
+    dtype = content[1]
+    if not (isinstance(dtype, dict) and len(dtype) == 1 and next(iter(dtype)) in ("tl_dtype", "dtype")):
+        raise PlanError(f"{where}: malformed tl_reinterpret dtype")
+    _check_value(dtype, where)
+
+
+def _check_descriptor(content: Any, where: str) -> None:
+    """A host ``TensorDescriptor``: its base (a tensor reference), shape, strides and
+    block shape (small int lists of one rank, block sizes powers of two), padding and
+    ``round_f32_to_tf32``, literals only."""
+    if not (isinstance(content, dict) and set(content) == _DESCRIPTOR_FIELDS and _is_ref(content["base"])):
+        raise PlanError(f"{where}: malformed tl_descriptor")
+    _check_ref(content["base"]["t"], where)
+    shape = content["shape"]
+    rank = len(shape) if isinstance(shape, list) else 0
+    if not 1 <= rank <= 5:
+        raise PlanError(f"{where}: a tl_descriptor's rank must be 1 to 5")
+    if not (_int_list(shape, rank, 1, _MAX_EXTENT) and _int_list(content["strides"], rank, 0, _MAX_EXTENT)):
+        raise PlanError(f"{where}: malformed tl_descriptor shape or strides")
+    block = content["block_shape"]
+    if not (_int_list(block, rank, 1, 2**16) and all(b & (b - 1) == 0 for b in block) and math.prod(block) <= 2**20):
+        raise PlanError(f"{where}: a tl_descriptor's block shape must be powers of two")
+    if content["padding"] not in ("zero", "nan") or type(content["round_f32_to_tf32"]) is not bool:
+        raise PlanError(f"{where}: malformed tl_descriptor padding or round_f32_to_tf32")
 
 
 def _check_ref(ref: Any, where: str) -> None:
@@ -184,11 +236,11 @@ def validate_plan(plan: Any, backend: str, constants: int) -> dict[str, Any]:
                     raise PlanError(f"step {index}: malformed kernel field {key!r}")
             if not isinstance(step["args"], list) or not isinstance(step["options"], dict):
                 raise PlanError(f"step {index}: malformed arguments")
-            _check_value(step["args"], f"step {index} arguments")
+            _check_value(step["args"], f"step {index} arguments", launch=True)
             for key, item in step["options"].items():
                 if not (isinstance(key, str) and _NAME.match(key)):
                     raise PlanError(f"step {index}: malformed option {key!r}")
-                _check_value(item, f"step {index} option {key}")
+                _check_value(item, f"step {index} option {key}", launch=True)
             check_refs(step["args"])
             check_refs(step["options"])
         else:
@@ -392,6 +444,48 @@ HOST_ARITHMETIC_STEPS = 32
 #: every tensor of it is a single element and the call has made no more than this many
 #: such ops: a loss's division of its kernel-computed sum by the count (``acc / n``).
 SCALAR_EPILOGUE_STEPS = 4
+
+
+def _descriptor(base: Any, content: dict[str, Any]) -> Any:
+    """The ``TensorDescriptor`` a validated ``tl_descriptor`` describes, over ``base``.
+    What it addresses (its shape and strides from the base's first element) must lie in
+    the base's storage: on a GPU, TMA checks bounds against the descriptor only."""
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    if not isinstance(base, torch.Tensor):
+        raise PlanError("a tl_descriptor's base is not a tensor")
+    shape, strides = list(content["shape"]), list(content["strides"])
+    last = base.storage_offset() + sum((size - 1) * stride for size, stride in zip(shape, strides))
+    if base.device.type != "meta" and (last + 1) * base.element_size() > base.untyped_storage().nbytes():
+        raise PlanError("a tl_descriptor addresses memory outside its base tensor's storage")
+    try:
+        return TensorDescriptor(base, shape, strides, list(content["block_shape"]), content["padding"], content["round_f32_to_tf32"])
+    except (AssertionError, TypeError, ValueError) as exc:
+        raise PlanError(f"malformed tl_descriptor: {exc}") from None
+
+
+def _reinterpreted_bases(value: Any) -> list[Any]:
+    """The base tensors of the ``triton.reinterpret`` wrappers in kernel arguments
+    ``value`` whose dtype is not their base's (an unknown dtype counts as another)."""
+    import sys
+
+    wrapper = getattr(sys.modules.get("triton.runtime.jit"), "TensorWrapper", None)
+    if wrapper is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [base for item in value for base in _reinterpreted_bases(item)]
+    if isinstance(value, dict):
+        return [base for item in value.values() for base in _reinterpreted_bases(item)]
+    if type(value) is not wrapper:
+        return []
+    try:
+        from triton._utils import canonicalize_dtype
+
+        same = canonicalize_dtype(value.dtype) == canonicalize_dtype(value.base.dtype)
+    except Exception:  # noqa: BLE001 - a dtype Triton does not name: another one
+        same = False
+    return [] if same else [value.base]
 
 
 def _tensor_refs(value: Any) -> list[tuple[str, int]]:
@@ -645,6 +739,15 @@ class Replay:
             if content not in known:
                 raise PlanError(f"unknown Triton dtype {content!r}")
             return tl.dtype(content)
+        if tag == "tl_reinterpret":  # triton.reinterpret(tensor, dtype): a kernel argument only
+            from triton.runtime.jit import TensorWrapper
+
+            base, dtype = self._decode(content[0], env), self._decode(content[1], env)
+            if not isinstance(base, torch.Tensor):
+                raise PlanError("a tl_reinterpret's base is not a tensor")
+            return TensorWrapper(base, dtype)
+        if tag == "tl_descriptor":  # a host TMA descriptor: a kernel argument only
+            return _descriptor(self._decode(content["base"], env), content)
         raise PlanError(f"unknown tag {tag!r}")
 
     @staticmethod
@@ -734,6 +837,9 @@ class Replay:
                         tainted.update(keys)
                     if self.reinterpreting(step):  # a kernel that reads bytes as another dtype views them so
                         viewed.update(keys)
+                    # triton.reinterpret(x, dtype) with another dtype than x's: the kernel
+                    # reads x's bytes as that dtype, as a bitcast would (kz_core's view).
+                    viewed.update(_storage_id(base) for base in _reinterpreted_bases([args, options]))
                 if track:
                     for key in [_storage_id(tensor) for tensor in tensor_leaves([args, options])]:
                         if key not in input_storages:

@@ -287,10 +287,20 @@ class Recorder(TorchDispatchMode):
         self._bind(tensor, ("const", index))
         return {"t": ["const", index]}
 
-    def encode(self, value: Any) -> Any:
-        """``value`` as plan data: tensors become references, torch's enums their names."""
+    def encode(self, value: Any, launch: bool = False) -> Any:
+        """``value`` as plan data: tensors become references, torch's enums their names.
+
+        :param launch: ``value`` is a kernel launch's argument, where Triton's host-side
+            wrappers of a tensor may be too: ``triton.reinterpret(x, dtype)`` (a
+            ``TensorWrapper``: ``{"tl_reinterpret": [ref, dtype]}``) and a host TMA
+            ``TensorDescriptor`` (``{"tl_descriptor": {"base": ref, "shape": ...}}``).
+        """
         if isinstance(value, torch.Tensor):
             return self.ref(value)
+        if launch:
+            wrapped = self._encode_triton_wrapper(value)
+            if wrapped is not None:
+                return wrapped
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
         if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -306,23 +316,51 @@ class Recorder(TorchDispatchMode):
         if isinstance(value, torch.Size):
             return {"tuple": [int(v) for v in value]}
         if isinstance(value, tuple):
-            return {"tuple": [self.encode(v) for v in value]}
+            return {"tuple": [self.encode(v, launch) for v in value]}
         if isinstance(value, list):
-            return [self.encode(v) for v in value]
+            return [self.encode(v, launch) for v in value]
         if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            return {"dict": {k: self.encode(v) for k, v in value.items()}}
+            return {"dict": {k: self.encode(v, launch) for k, v in value.items()}}
         try:  # a Triton dtype given as a constexpr (tl.float16)
             import triton.language as tl
 
             if isinstance(value, tl.dtype):
                 return {"tl_dtype": value.name}
             if isinstance(value, tl.constexpr):
-                return self.encode(value.value)
+                return self.encode(value.value, launch)
         except ImportError:
             pass
         if type(value).__name__ == "complex":
             raise NotReplayable("the forward passed a complex number")
         raise NotReplayable(f"the forward passed a value of type {type(value).__module__}.{type(value).__qualname__}, which a plan cannot describe")
+
+    def _encode_triton_wrapper(self, value: Any) -> Any:
+        """A ``TensorWrapper`` or ``TensorDescriptor`` of Triton's as plan data, or None
+        for anything else (Triton's modules are looked up only if already imported)."""
+        import sys
+
+        jit = sys.modules.get("triton.runtime.jit")
+        wrapper = getattr(jit, "TensorWrapper", None)
+        if wrapper is not None and type(value) is wrapper:
+            if not isinstance(value.base, torch.Tensor):
+                raise NotReplayable("the forward passed triton.reinterpret of something other than a tensor")
+            return {"tl_reinterpret": [self.ref(value.base), self.encode(value.dtype)]}
+        descriptors = sys.modules.get("triton.tools.tensor_descriptor")
+        descriptor = getattr(descriptors, "TensorDescriptor", None)
+        if descriptor is not None and type(value) is descriptor:
+            if not isinstance(value.base, torch.Tensor):
+                raise NotReplayable("the forward passed a TensorDescriptor whose base is not a tensor")
+            return {
+                "tl_descriptor": {
+                    "base": self.ref(value.base),
+                    "shape": [int(v) for v in value.shape],
+                    "strides": [int(v) for v in value.strides],
+                    "block_shape": [int(v) for v in value.block_shape],
+                    "padding": str(value.padding),
+                    "round_f32_to_tf32": bool(value.round_f32_to_tf32),
+                }
+            }
+        return None
 
     def _bind_outputs(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -388,8 +426,8 @@ class Recorder(TorchDispatchMode):
                 "backend": backend,
                 "kernel": kernel,
                 "grid": grid_values,
-                "args": [self.encode(a) for a in args],
-                "options": {key: self.encode(value) for key, value in options.items()},
+                "args": [self.encode(a, launch=True) for a in args],
+                "options": {key: self.encode(value, launch=True) for key, value in options.items()},
             }
         )
 

@@ -62,6 +62,10 @@ def _holds_tensor(value: Any) -> bool:
 
     if isinstance(value, torch.Tensor):
         return True
+    from kz_core.evaluate.execution import is_triton_wrapper
+
+    if is_triton_wrapper(value):  # triton.reinterpret's TensorWrapper, a host TensorDescriptor
+        return True
     if isinstance(value, (list, tuple, set, frozenset)):
         return any(_holds_tensor(item) for item in value)
     if isinstance(value, dict):
@@ -70,11 +74,17 @@ def _holds_tensor(value: Any) -> bool:
 
 
 def _memory_argument(value: Any) -> bool:
-    """A tensor, or a tuple of such (Triton's tuple arguments), or a value holding none."""
+    """A tensor, or a tuple of such (Triton's tuple arguments), or a value holding none.
+    Triton's wrappers of a tensor count as one (``triton.reinterpret``'s ``TensorWrapper``,
+    a host ``TensorDescriptor``): Triton passes them as memory, where a pointer may go."""
     import torch
 
     if isinstance(value, torch.Tensor):
         return True
+    from kz_core.evaluate.execution import is_triton_wrapper
+
+    if is_triton_wrapper(value):
+        return isinstance(value.base, torch.Tensor)
     if isinstance(value, tuple):
         return all(_memory_argument(item) for item in value)
     return not _holds_tensor(value)
