@@ -351,13 +351,60 @@ def _watch_interpreter() -> bool:
         if original is None or getattr(original, "_kz_counted", False):
             continue
 
-        def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            _REINTERPRETED[0] += 1
+        def counted(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
+            if _name == "create_inline_asm" or _asked_by_kernel():
+                _REINTERPRETED[0] += 1
             return _original(*args, **kwargs)
 
         counted._kz_counted = True  # type: ignore[attr-defined]
         setattr(builder, name, counted)
     return True
+
+
+def _triton_dir() -> str:
+    import os
+
+    import triton
+
+    return os.path.dirname(triton.__file__) + os.sep
+
+
+def _asked_by_kernel() -> bool:
+    """Whether the builder call being made comes from the kernel's own cast (``x.to(...,
+    bitcast=True)``, ``tl.cast``, a pointer made an integer), not from Triton lowering its
+    own operations: ``tl.sort`` and ``tl.flip`` compare floats as integers, a float
+    ``atomic_max`` works on integers, a load of a bool tensor reads its bytes as int8.
+    The Triton frames between the builder and the kernel's code (its source, a helper of
+    its own) say which: through ``triton/language/standard.py``, or entered by anything
+    but ``to``/``cast``, it is Triton's."""
+    import sys
+
+    root = _triton_dir()
+    frame = sys._getframe(2)
+    entry = None
+    while frame is not None and frame.f_code.co_filename.startswith(root):
+        path = frame.f_code.co_filename[len(root):].replace("\\", "/")
+        if path == "language/standard.py":
+            return False
+        if path == "language/core.py" and frame.f_code.co_name != "wrapper":
+            entry = frame.f_code.co_name
+        frame = frame.f_back
+    return entry in ("to", "cast")
+
+
+def _api_pointer_element() -> Any:
+    """The element type of the pointer the kernel gave ``tl.atomic_*`` (Triton lowers a
+    float ``atomic_max``/``atomic_min`` onto an integer pointer), or None."""
+    import sys
+
+    root = _triton_dir()
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(root):
+        if frame.f_code.co_filename.endswith("core.py") and frame.f_code.co_name.startswith("atomic_"):
+            pointer = frame.f_locals.get("pointer")
+            return getattr(getattr(pointer, "dtype", None), "element_ty", None)
+        frame = frame.f_back
+    return None
 
 
 def _watch_memory(builder: Any) -> None:
@@ -375,11 +422,11 @@ def _watch_memory(builder: Any) -> None:
         return store(ptrs, value, mask, *args, **kwargs)
 
     def atomic_cas(ptr: Any, cmp: Any, val: Any, *args: Any, **kwargs: Any) -> Any:
-        _check_addresses(ptr, None, val.dtype.scalar, True)
+        _check_addresses(ptr, None, _api_pointer_element() or val.dtype.scalar, True)
         return cas(ptr, cmp, val, *args, **kwargs)
 
     def atomic_rmw(op: Any, ptr: Any, val: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
-        _check_addresses(ptr, mask, val.dtype.scalar, True)
+        _check_addresses(ptr, mask, _api_pointer_element() or val.dtype.scalar, True)
         return rmw(op, ptr, val, mask, *args, **kwargs)
 
     for name, wrapped in (("create_masked_load", masked_load), ("create_masked_store", masked_store), ("create_atomic_cas", atomic_cas), ("create_atomic_rmw", atomic_rmw)):
@@ -392,7 +439,55 @@ def _compiled_reinterprets(compiled: Any) -> bool:
     dtype; true when its Triton IR cannot be read."""
     asm = getattr(compiled, "asm", None)
     ir = asm.get("ttir") if isinstance(asm, dict) else None
-    return not isinstance(ir, str) or bool(REINTERPRETING_IR.search(ir))
+    return not isinstance(ir, str) or ir_reinterprets(ir)
+
+
+_LOC_DEF = re.compile(r'^#(loc\d*) = loc\((.*)\)\s*$', re.MULTILINE)
+_OP_LOC = re.compile(r"loc\(#(loc\d*)\)\s*$")
+_SSA_RESULT = re.compile(r"^\s*(%[\w.$-]+)(?::\d+)? = ")
+_ATOMIC_MINMAX = re.compile(r"tt\.atomic_rmw (max|min|umax|umin)\b")
+_BOOL_POINTER_CAST = re.compile(r"tt\.bitcast .*!tt\.ptr<i1>.* -> .*!tt\.ptr<i8>")
+
+
+def ir_reinterprets(ir: str) -> bool:
+    """Whether a kernel's Triton IR reads bytes as another dtype where the kernel asked
+    for it. Triton's own lowering is left out: what ``tl.sort`` and ``tl.flip`` do in
+    ``triton/language/standard.py`` (their ops' locations say so), a bool tensor's
+    pointer read as int8, and the integer view a float ``atomic_max``/``atomic_min``
+    works through (a bitcast used only by such atomics and the sign-bit shift that
+    chooses between them). An IR without locations keeps
+    every such op counted."""
+    definitions = dict(_LOC_DEF.findall(ir))
+
+    def origin(name: str, depth: int = 0) -> str:
+        text = definitions.get(name, "")
+        if depth > 64:
+            return text
+        if text.startswith("callsite("):  # callsite(#callee at #caller): where the op is
+            callee = re.match(r"callsite\(#(loc\d*)", text)
+            return origin(callee.group(1), depth + 1) if callee else text
+        inner = re.fullmatch(r'"[^"]*"\(#(loc\d*)\)', text)  # a name given to a location
+        return origin(inner.group(1), depth + 1) if inner else text
+
+    lines = ir.splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("#loc") or not REINTERPRETING_IR.search(line):
+            continue
+        if _BOOL_POINTER_CAST.search(line):
+            continue
+        where = _OP_LOC.search(line)
+        if where and "/triton/language/standard.py" in origin(where.group(1)).replace("\\", "/"):
+            continue
+        result = _SSA_RESULT.match(line)
+        if "tt.bitcast" in line and result:
+            name = re.escape(result.group(1))
+            uses = [other for other in lines[number + 1:] if re.search(name + r"(?![\w.$-])", other) and not other.startswith("#loc")]
+            # Triton's float atomic_max/min: the integer view goes to the atomics and to the
+            # sign-bit shift that chooses between them, nowhere else.
+            if uses and all(_ATOMIC_MINMAX.search(use) or "arith.shrui" in use for use in uses) and any(_ATOMIC_MINMAX.search(use) for use in uses):
+                continue
+        return True
+    return False
 
 
 def _set_scratch_allocator() -> None:

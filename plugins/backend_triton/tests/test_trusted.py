@@ -846,6 +846,76 @@ def test_where_an_interpreted_kernels_loads_and_stores_reach_is_checked():
     assert torch.equal(spare, torch.zeros(16))
 
 
+def test_triton_lowering_its_own_operations_is_not_the_kernel_reading_bytes_as_another_dtype():
+    """Written against round fifteen's version (over-rejection probe 9): ``tl.sort`` and
+    ``tl.flip`` (which compare floats as integers in ``triton/language/standard.py``), a
+    float ``tl.atomic_max`` (lowered onto an integer pointer) and a load of a bool tensor
+    (its pointer read as int8) made the builder bitcast, so the kernel counted as reading
+    bytes as another dtype, and an honest float32 result rounded to float16 by torch was
+    torch computing. Under the interpreter only the kernel's own casts count; in a
+    compiled kernel's IR, ops whose locations lie in Triton's library or that match its
+    lowering are left out."""
+    from kz_backend_triton.kernels import TritonKernels, ir_reinterprets
+
+    source = textwrap.dedent(
+        """
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def sorts(x_ptr, o_ptr, m_ptr):
+            c = tl.arange(0, 4)
+            tl.store(o_ptr + c, tl.sort(tl.load(x_ptr + c)))
+
+
+        @triton.jit
+        def flips(x_ptr, o_ptr, m_ptr):
+            c = tl.arange(0, 4)
+            tl.store(o_ptr + c, tl.flip(tl.load(x_ptr + c), 0))
+
+
+        @triton.jit
+        def atomic_maximum(x_ptr, o_ptr, m_ptr):
+            c = tl.arange(0, 4)
+            tl.atomic_max(o_ptr, tl.max(tl.load(x_ptr + c), axis=0))
+
+
+        @triton.jit
+        def bool_mask(x_ptr, o_ptr, m_ptr):
+            c = tl.arange(0, 4)
+            tl.store(o_ptr + c, tl.where(tl.load(m_ptr + c), tl.load(x_ptr + c), 0.0))
+
+
+        @triton.jit
+        def own_cast(x_ptr, o_ptr, m_ptr):
+            c = tl.arange(0, 4)
+            tl.store(o_ptr + c, tl.load(x_ptr + c).to(tl.int32, bitcast=True).to(tl.float32))
+        """
+    )
+    kernels = TritonKernels(extract_kernels(source, "<lowering>"), source="")
+    x, out, mask = torch.randn(4), torch.zeros(4), torch.tensor([True, False, True, True])
+    for name in ("sorts", "flips", "atomic_maximum", "bool_mask", "own_cast"):
+        step = {"kernel": {"name": name}, "grid": [1]}
+        kernels.launch(step, [x, out, mask], {})
+        assert kernels.reinterprets(step) is (name == "own_cast"), name
+
+    # Compiled IR (as Triton 3.9 prints it for sm_90), trimmed to what decides.
+    library = '#loc9 = loc("/site-packages/triton/language/standard.py":557:20)\n#loc2 = loc("k.py":3:1)\n#loc24 = loc(callsite(#loc9 at #loc2))\n'
+    flip = "%y = tt.bitcast %4 : tensor<64xf32> -> tensor<64xi32> loc(#loc24)\n" + library
+    boolean = "%4 = tt.bitcast %3 : tensor<64x!tt.ptr<i1>> -> tensor<64x!tt.ptr<i8>> loc(#loc2)\n" + library
+    atomic = (
+        "%4 = tt.bitcast %3 : f32 -> i32 loc(#loc2)\n%5 = tt.bitcast %o_ptr : !tt.ptr<f32> -> !tt.ptr<i32> loc(#loc2)\n"
+        "%6 = arith.shrui %4, %c31_i32 : i32 loc(#loc2)\n%7 = arith.cmpi ne, %6, %c0_i32 : i32 loc(#loc2)\n"
+        "%9 = tt.atomic_rmw max, acq_rel, gpu, %5, %4, %7 : (!tt.ptr<i32>, i32, i1) -> i32 loc(#loc2)\n" + library
+    )
+    own = "%5 = tt.bitcast %4 : tensor<64xf32> -> tensor<64xi32> loc(#loc2)\n%6 = arith.sitofp %5 : tensor<64xi32> to tensor<64xf32> loc(#loc2)\n" + library
+    stored = atomic.replace("%7 = arith.cmpi", "tt.store %o_ptr, %4 : !tt.ptr<i32> loc(#loc2)\n%7 = arith.cmpi")
+    assert not ir_reinterprets(flip) and not ir_reinterprets(boolean) and not ir_reinterprets(atomic)
+    assert ir_reinterprets(own) and ir_reinterprets(stored)
+    assert ir_reinterprets("%y = tt.bitcast %4 : tensor<64xf32> -> tensor<64xi32>\n")  # no locations: counted
+
+
 def test_kernels_that_read_bytes_as_another_dtype_are_told_apart():
     """A bitcast, a pointer cast or inline PTX lets a kernel view bytes as another dtype
     (the replay then treats what it is given as viewed so); plain kernels do not."""
