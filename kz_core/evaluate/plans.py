@@ -1225,6 +1225,8 @@ def plan_drift(first: Any, second: Any) -> str:
         return "a recording is malformed"
     for index, (x, y) in enumerate(zip(a, b)):
         if _shape_of(x) != _shape_of(y):
+            if _step_summary(x) == _step_summary(y):  # the same op on other arguments (a value read back)
+                return f"step {index + 1} {_step_summary(x)} with other arguments in a later call than in one before"
             return f"step {index + 1} {_step_summary(x)} in one call and {_step_summary(y)} in a later one"
     if len(a) != len(b):
         longer, which = (a, "an earlier") if len(a) > len(b) else (b, "a later")
