@@ -303,40 +303,36 @@ def given_memory(values: Any) -> tuple[Any, Any, list[set[str]]]:
     return np.array(starts, dtype=np.uint64), np.array([spans[s][0] for s in starts], dtype=np.uint64), [spans[s][1] for s in starts]
 
 
-def _check_addresses(pointers: Any, mask: Any, element: Any, write: bool) -> Any:
+def _check_addresses(pointers: Any, mask: Any, element: Any, write: bool) -> None:
     """Under a trusted launch, where an interpreted load or store reaches: into a given
     storage as another element type than it was given as, or a load outside every given
     storage, is reading bytes as another dtype (an address found by scanning, with no
-    cast, as a float pointer into an int8 buffer); a write outside them is refused. For a
-    load that reaches outside, the lanes that stay inside (a mask): the others read
-    ``other`` instead of the executor's memory (a scan of it reads nothing, and cannot
-    end the process on an unmapped page). None when every lane stays inside."""
+    cast, as a float pointer into an int8 buffer); a write outside them is refused."""
     import numpy as np
 
     given = _GIVEN[0]
     if given is None:
-        return None
+        return
     starts, ends, types = given
-    shape = np.shape(pointers.data)
     addresses = np.asarray(pointers.data).astype(np.uint64, copy=False).reshape(-1)
-    active = np.ones(addresses.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask.data, dtype=bool), shape).reshape(-1)
-    if not active.any():
-        return None
+    if mask is not None:
+        addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(pointers.data)).reshape(-1)]
+    if addresses.size == 0:
+        return
     size = max(1, getattr(element, "primitive_bitwidth", 8) // 8)
     index = np.searchsorted(starts, addresses, side="right").astype(np.int64) - 1
     inside = (index >= 0) & (addresses + np.uint64(size) <= ends[np.clip(index, 0, None)]) if len(starts) else np.zeros(addresses.shape, bool)
-    if not inside[active].all():
+    if not inside.all():
         if write:
             raise KernelOutOfBounds(
                 "a kernel wrote memory outside the tensors its launch gave it (an address from arithmetic on a pointer); "
                 "a kernel may write only the tensors it is given"
             )
         _REINTERPRETED[0] += 1
-        return (active & inside).reshape(shape)
+        return
     name = str(element)
-    if any(name not in types[i] for i in np.unique(index[active]).tolist()):
+    if any(name not in types[i] for i in np.unique(index).tolist()):
         _REINTERPRETED[0] += 1
-    return None
 
 
 def _watch_interpreter() -> bool:
@@ -418,12 +414,7 @@ def _watch_memory(builder: Any) -> None:
     load, store, cas, rmw = builder.create_masked_load, builder.create_masked_store, builder.create_atomic_cas, builder.create_atomic_rmw
 
     def masked_load(ptrs: Any, mask: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
-        inside = _check_addresses(ptrs, mask, ptrs.get_element_ty(), False)
-        if inside is not None:  # lanes outside what the launch was given read ``other``
-            import triton.language as tl
-            from triton.runtime.interpreter import TensorHandle
-
-            mask = TensorHandle(inside, tl.int1)
+        _check_addresses(ptrs, mask, ptrs.get_element_ty(), False)
         return load(ptrs, mask, other, *args, **kwargs)
 
     def masked_store(ptrs: Any, value: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
