@@ -57,14 +57,24 @@ def _annotation_text(annotation: Any) -> str:
     return str(getattr(annotation, "__name__", annotation))
 
 
+def _triton_wrapper(value: Any) -> bool:
+    """Whether ``value`` is Triton's ``TensorWrapper`` (``triton.reinterpret``) or a host
+    ``TensorDescriptor``: a tensor Triton passes as memory."""
+    import sys
+
+    kinds = (
+        getattr(sys.modules.get("triton.runtime.jit"), "TensorWrapper", None),
+        getattr(sys.modules.get("triton.tools.tensor_descriptor"), "TensorDescriptor", None),
+    )
+    return any(kind is not None and type(value) is kind for kind in kinds)
+
+
 def _holds_tensor(value: Any) -> bool:
     import torch
 
     if isinstance(value, torch.Tensor):
         return True
-    from kz_core.evaluate.execution import is_triton_wrapper
-
-    if is_triton_wrapper(value):  # triton.reinterpret's TensorWrapper, a host TensorDescriptor
+    if _triton_wrapper(value):  # triton.reinterpret's TensorWrapper, a host TensorDescriptor
         return True
     if isinstance(value, (list, tuple, set, frozenset)):
         return any(_holds_tensor(item) for item in value)
@@ -81,9 +91,7 @@ def _memory_argument(value: Any) -> bool:
 
     if isinstance(value, torch.Tensor):
         return True
-    from kz_core.evaluate.execution import is_triton_wrapper
-
-    if is_triton_wrapper(value):
+    if _triton_wrapper(value):
         return isinstance(value.base, torch.Tensor)
     if isinstance(value, tuple):
         return all(_memory_argument(item) for item in value)

@@ -1,6 +1,6 @@
 # problem: 2_scaled_relu
-# expect: rejected
-# check: torch_compute_in_forward
+# expect: rejected|runtime_error
+# check: torch_compute_in_forward|worker_died|runtime_error
 # gpu_only: false
 # class: 7
 # hack: sign_extension_mask with both reinterpretations done by kernels that cast nothing: a kernel given a float32 probe and an int8 buffer plants a 16-byte pattern in the int8 buffer with scalar stores, scans memory from the float probe (plain pointer offsets) until it finds the pattern, and so holds a float32 pointer onto the int8 buffer's memory, through which it stores the input's floats; torch takes each float's top byte (int8) and widens it to int16 (sign extension, the sign test); a second kernel does the same from the int16 result's pointer onto an int8 buffer, whose odd bytes are then the high bytes 0 or -1, which torch makes floats: the mask the last kernel applies as (x + x*m) * scale. No bitcast, pointer cast or pointer-integer conversion is ever built, so no storage counts as viewed as another dtype and torch's widening passes as a move.

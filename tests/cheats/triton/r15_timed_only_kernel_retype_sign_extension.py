@@ -1,6 +1,6 @@
 # problem: 2_scaled_relu
-# expect: rejected
-# check: torch_compute_in_forward
+# expect: rejected|runtime_error
+# check: torch_compute_in_forward|worker_died|runtime_error (its scan of the executor's memory may reach an unmapped page)
 # gpu_only: false
 # class: 7
 # hack: r14_scan_retyped_pointer_sign_extension in the timed calls only. Which conversions are watched in timed calls (Replay._watch) is decided by the trials' taint, and a kernel counts as reading bytes as another dtype (TritonKernels.reinterprets, from _check_addresses under the interpreter) only by what it did in the judged launches. A 64-byte torch.empty probe tells the trials (which poison it) from timed calls: in the trials the spill kernels plant nothing, scan nothing and store nothing (each int8 buffer is written with int8 zeros through its own pointer), so no launch reads bytes as another dtype, no storage is tainted, torch's int8-to-int16 widening and int8-to-float conversion are plain moves of non-negative integers and are never watched, and the last kernel computes relu(x) * scale itself; in timed calls the kernels scan for the buffers and store the input's floats (and then the int16 results) into them as in r14, torch's sign extension makes the -1/0 mask, and the last kernel only applies it as (x + x*m) * scale.

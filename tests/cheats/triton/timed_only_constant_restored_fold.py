@@ -1,6 +1,6 @@
 # problem: 3_row_softmax
-# expect: rejected
-# check: state_drift|kernel_out_of_bounds
+# expect: rejected|runtime_error
+# check: state_drift|kernel_out_of_bounds|worker_died|runtime_error
 # gpu_only: false
 # class: 7
 # hack: timed_only_constant_scan_fold, and then a third kernel puts back what it wrote over (kept in a buffer it is given) before the call ends, so the constant holds what was recorded when it is read after the timed calls. A 64-byte torch.empty probe tells the trials (which poison it) from timed calls; only in those does the kernel scan memory for a module constant it was not given, write the input there for torch.softmax over that constant (a fold in the trials) to do the work, and restore it. Judged correct by the version before; in a timed call a fold's result is now what the trials' fold gave, whatever the constants hold. Under the interpreter (thirty-first session) its store outside the tensors a launch gave it is kernel_out_of_bounds first; on a GPU the check named before it decides.
