@@ -34,6 +34,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "load_module": ("kz_core.evaluate.execution", "load_module"),
     "profiled": ("kz_core.evaluate.execution", "profiled"),
     "record_kernel": ("kz_core.evaluate.recording", "record_kernel"),
+    "is_triton_wrapper": ("kz_core.evaluate.execution", "is_triton_wrapper"),
     "shared_build": ("kz_core.evaluate.builds", "shared_build"),
     "defer_build": ("kz_core.evaluate.builds", "defer"),
     "deferring_builds": ("kz_core.evaluate.builds", "deferring"),

@@ -569,13 +569,14 @@ class Replay:
         #: them, or found changed: the others must hold what was recorded after timing.
         self._touched: set[int] = set()
         self.timed_compute_ops: dict[str, None] = {}
-        #: What each computing step that folded in every judged call wrote there (the
-        #: last such call's): a timed call's fold gives it whatever the constants hold
-        #: then. The trials can be told from timed calls (by their poison), and a kernel
-        #: could write an input into a constant in a timed call only, for a fold to do its
-        #: work, and put back what it wrote before the call ends.
-        self._fold_results: dict[int, list[Any]] = {}
-        self._not_folding: set[int] = set()
+        #: What each step that read no input's data in every judged call (a fold, host
+        #: arithmetic) wrote there, the last such call's: a timed call's step writes it,
+        #: whatever its sources hold then. The trials can be told from timed calls (by
+        #: their poison), and a kernel could write an input into a constant in a timed
+        #: call only, for a fold to do its work, and put back what it wrote before the
+        #: call ends.
+        self._pinned: dict[int, list[Any]] = {}
+        self._unpinned: set[int] = set()
         #: Steps whose conversion the trials' data judged a move (reinterpreted bytes
         #: sign-extended holding no negative value; integers made truth values, or bytes
         #: viewed as them, all 0 or 1): a timed call in which their bits decide something
@@ -629,19 +630,20 @@ class Replay:
         this judged call, to be what it writes in the timed calls, while it reads none in
         every judged call: what it reads may hold other bytes there (memory a timed call's
         ``torch.empty`` recycles from a kernel's freed scratch is not poisoned)."""
-        if pinned and index not in self._not_folding:
-            self._fold_results[index] = [t.detach().clone() for t, _ in written]
+        if pinned and index not in self._unpinned:
+            self._pinned[index] = [t.detach().clone() for t, _ in written]
         else:
-            self._not_folding.add(index)
-            self._fold_results.pop(index, None)
+            self._unpinned.add(index)
+            self._pinned.pop(index, None)
 
-    def _pin_fold(self, index: int, written: list[tuple[Any, bool]]) -> None:
-        """In a timed call, what a fold step wrote is set to what it wrote in the trials
-        (the constants it reads may not hold what was recorded; checked after timing).
-        One whose results differ in number, shape or dtype is computing there."""
+    def _pin(self, index: int, written: list[tuple[Any, bool]]) -> None:
+        """In a timed call, what a step :meth:`_remember` kept wrote is set to what it
+        wrote in the trials (the constants it reads may not hold what was recorded;
+        checked after timing). One whose results differ in number, shape or dtype is
+        computing there."""
         # Results on the device the last judged call made them on (after host constants
         # moved to the device there, the folds of later calls are there too).
-        results = self._fold_results[index]
+        results = self._pinned[index]
         if len(written) != len(results) or any(t.shape != r.shape or t.dtype != r.dtype for (t, _), r in zip(written, results)):
             self.timed_compute_ops.setdefault(self._labels[index], None)
             return
@@ -819,11 +821,10 @@ class Replay:
             if step["kind"] == "kernel":
                 options = {k: self._decode(v, env) for k, v in step["options"].items()}
                 self.launch(step, args, options)
-                if judging:
-                    self._judged_reinterpreting[index] = self._judged_reinterpreting.get(index, False) or self.reinterpreted_now(step)
-                elif not self._judged_reinterpreting.get(index, True) and self.reinterpreted_now(step):
+                if not judging and not self._judged_reinterpreting.get(index, True) and self.reinterpreted_now(step):
                     self.timed_compute_ops.setdefault("a kernel read bytes as another dtype in a timed call only", None)
                 if judging:  # a kernel may write anything into what it receives
+                    self._judged_reinterpreting[index] = self._judged_reinterpreting.get(index, False) or self.reinterpreted_now(step)
                     keys = {_storage_id(tensor) for tensor in tensor_leaves([args, options])}
                     reached.update(keys)
                     pristine -= keys
@@ -866,8 +867,8 @@ class Replay:
                     _poison_growth(read, sizes, _filled(operator, self._labels[index], args, kwargs, output))
                 _check_bounds(output, self._labels[index])
                 self._bind(step["out"], output, env)
-                if not judging and index in self._fold_results:
-                    self._pin_fold(index, _written(operator, args, kwargs, output))
+                if not judging and index in self._pinned:
+                    self._pin(index, _written(operator, args, kwargs, output))
                 if not judging and index in self._watched:
                     for tested in bits_tested(operator, self._labels[index], args, kwargs, output):
                         flag = self._bits_tested.get(str(tested.device))
@@ -907,7 +908,7 @@ class Replay:
                         # A moving op that converts values computes (a cast to an integer).
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, converted)
                         self._remember(index, input_free, changed)
-                    elif any(_storage_id(t) in taint for t in sign_extended(operator, self._labels[index], args, kwargs, output)) or _truth_sources(operator, self._labels[index], args, kwargs, output):
+                    elif spared_conversion(operator, self._labels[index], args, kwargs, output, taint):
                         self._watch(index, tensor_leaves([args, kwargs, output]))
                     elif reinterpreted := reinterpretation(self._labels[index], read, output):
                         # Viewed before input data reached it or after: tainted once both hold.
@@ -978,14 +979,7 @@ def conversion(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any
     float8 is a test on the bits. Floats made other floats (rounding) and integers made
     floats or other integers move values, as an honest ``x.float()`` or ``.to(x.dtype)``
     does."""
-    if label in _REINTERPRETING:
-        return ""
-    sources: list[Any] = []
-    for index, argument in enumerate(operator._schema.arguments):
-        written = argument.alias_info is not None and argument.alias_info.is_write
-        if "Tensor" in str(argument.type) and not written and not (label in _TEMPLATES and argument.name in ("other", "the_template")):
-            sources += tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name))
-    targets = [tensor for tensor, _ in _written(operator, args, kwargs, output)] + tensor_leaves(output)
+    sources, targets = _conversion_ends(operator, label, args, kwargs, output)
     for source in sources:
         for target in targets:
             a, b = _kind(source.dtype), _kind(target.dtype)
@@ -1001,23 +995,41 @@ def _zero_one(tensor: Any) -> bool:
     return tensor.numel() == 0 or bool(((tensor == 0) | (tensor == 1)).all())
 
 
-def _truth_sources(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any], output: Any) -> list[Any]:
-    """The integer tensors a moving op makes truth values (``.bool()``)."""
+def _conversion_ends(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any], output: Any) -> tuple[list[Any], list[Any]]:
+    """What a moving op converts values from (the tensors it reads, but a template whose
+    dtype or shape alone it takes) and to (what it writes and returns); nothing for an op
+    that only allocates or reinterprets bytes."""
     if label in _REINTERPRETING:
-        return []
-    targets = [tensor for tensor, _ in _written(operator, args, kwargs, output)] + tensor_leaves(output)
-    if not any(str(t.dtype) == "torch.bool" for t in targets):
-        return []
-    return [t for t in _converted_sources(operator, label, args, kwargs) if _kind(t.dtype) == "i"]
-
-
-def _converted_sources(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
-    found = []
+        return [], []
+    sources: list[Any] = []
     for index, argument in enumerate(operator._schema.arguments):
         written = argument.alias_info is not None and argument.alias_info.is_write
         if "Tensor" in str(argument.type) and not written and not (label in _TEMPLATES and argument.name in ("other", "the_template")):
-            found += tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name))
-    return found
+            sources += tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name))
+    return sources, [tensor for tensor, _ in _written(operator, args, kwargs, output)] + tensor_leaves(output)
+
+
+def _widened(sources: list[Any], targets: list[Any]) -> list[Any]:
+    """The signed integer sources widened (to a wider integer or a float): a negative
+    value among them is sign-extended (``_tests_bits``), whatever the data."""
+    return [
+        source for source in sources
+        if _kind(source.dtype) == "i" and source.is_signed()
+        and any(_kind(t.dtype) in "fc" or (_kind(t.dtype) == "i" and t.element_size() > source.element_size()) for t in targets)
+    ]
+
+
+def _made_truths(sources: list[Any], targets: list[Any]) -> list[Any]:
+    """The integer sources made truth values (``.bool()``)."""
+    return [t for t in sources if _kind(t.dtype) == "i"] if any(str(t.dtype) == "torch.bool" for t in targets) else []
+
+
+def spared_conversion(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any], output: Any, tainted: set[int]) -> bool:
+    """Whether a moving op that :func:`conversion` judged a move did so on its values
+    alone: it widens signed integers of reinterpreted bytes (``tainted``) holding no
+    negative value, or makes truth values of integers that are all 0 or 1."""
+    sources, targets = _conversion_ends(operator, label, args, kwargs, output)
+    return any(_storage_id(t) in tainted for t in _widened(sources, targets)) or bool(_made_truths(sources, targets))
 
 
 def bits_tested(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any], output: Any) -> list[Any]:
@@ -1027,29 +1039,11 @@ def bits_tested(operator: Any, label: str, args: list[Any], kwargs: dict[str, An
     value from other than 0 or 1, bytes viewed as bool other than 0 or 1."""
     import torch
 
-    tested = [(source < 0).any() for source in sign_extended(operator, label, args, kwargs, output)]
-    tested += [((source != 0) & (source != 1)).any() for source in _truth_sources(operator, label, args, kwargs, output)]
+    sources, targets = _conversion_ends(operator, label, args, kwargs, output)
+    tested = [(source < 0).any() for source in _widened(sources, targets)]
+    tested += [((source != 0) & (source != 1)).any() for source in _made_truths(sources, targets)]
     tested += [(t.view(torch.uint8) > 1).any() for t in tensor_leaves(output) if str(t.dtype) == "torch.bool" and t.numel()]
     return tested
-
-
-def sign_extended(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any], output: Any) -> list[Any]:
-    """The signed integer tensors a moving op widens (to a wider integer or a float): a
-    negative value among them is sign-extended (``_tests_bits``), whatever the data."""
-    if label in _REINTERPRETING:
-        return []
-    targets = [tensor for tensor, _ in _written(operator, args, kwargs, output)] + tensor_leaves(output)
-    found = []
-    for index, argument in enumerate(operator._schema.arguments):
-        written = argument.alias_info is not None and argument.alias_info.is_write
-        if "Tensor" not in str(argument.type) or written or (label in _TEMPLATES and argument.name in ("other", "the_template")):
-            continue
-        for source in tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name)):
-            if _kind(source.dtype) == "i" and source.is_signed() and any(
-                _kind(t.dtype) in "fc" or (_kind(t.dtype) == "i" and t.element_size() > source.element_size()) for t in targets
-            ):
-                found.append(source)
-    return found
 
 
 def _tests_bits(source: Any, target: Any) -> bool:

@@ -24,43 +24,28 @@ from kz_core import Finding, Severity, dotted_name, parse_source as parse, sourc
 JIT_DECORATORS = {"triton.jit", "jit", "tl.jit", "triton.language.jit"}
 
 
-#: Wrappers of a jit function: ``triton.autotune(...)(triton.jit(fn))``.
-TUNING = {"triton.autotune", "autotune", "triton.heuristics", "heuristics"}
-
-
-def _spellings(tree: ast.Module) -> tuple[set[str], set[str]]:
-    """The spellings of ``triton.jit`` and of its wrappers in this source, as the trusted
-    extraction resolves them: the fixed ones, import aliases (``import triton as tr`` ->
-    ``tr.jit``; ``from triton import jit as triton_jit``) and module-level plain aliases
-    (``jit = triton.jit``)."""
-    jit, tuning = set(JIT_DECORATORS), set(TUNING)
+def _spellings(tree: ast.Module) -> set[str]:
+    """The spellings of ``triton.jit`` in this source, as the trusted extraction resolves
+    them: the fixed ones, import aliases (``import triton as tr`` -> ``tr.jit``; ``from
+    triton import jit as triton_jit``) and module-level plain aliases (``jit = triton.jit``)."""
+    jit = set(JIT_DECORATORS)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname and alias.name in ("triton", "triton.language"):
-                    jit.add(f"{alias.asname}.jit")
-                    tuning.update(f"{alias.asname}.{w}" for w in ("autotune", "heuristics"))
+            jit.update(f"{alias.asname}.jit" for alias in node.names if alias.asname and alias.name in ("triton", "triton.language"))
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "triton":
-            for alias in node.names:
-                if alias.name == "jit":
-                    jit.add(alias.asname or alias.name)
-                elif alias.name in ("autotune", "heuristics"):
-                    tuning.add(alias.asname or alias.name)
+            jit.update(alias.asname or alias.name for alias in node.names if alias.name == "jit")
     for stmt in tree.body:  # in order: ``jit = triton.jit`` then ``my_jit = jit``
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            value = dotted_name(stmt.value) if isinstance(stmt.value, (ast.Name, ast.Attribute)) else None
-            if value in jit:
+            if isinstance(stmt.value, (ast.Name, ast.Attribute)) and dotted_name(stmt.value) in jit:
                 jit.add(stmt.targets[0].id)
-            elif value in tuning:
-                tuning.add(stmt.targets[0].id)
-    return jit, tuning
+    return jit
 
 
-def jit_assigned_names(tree: ast.Module) -> set[str]:
+def jit_assigned_names(tree: ast.Module, jit: set[str]) -> set[str]:
     """Functions made kernels by ``triton.jit(fn)`` (or ``triton.jit(**options)(fn)``, maybe
     inside ``triton.autotune(...)(...)`` or ``triton.heuristics(...)(...)``) in a module-level
-    ``k = ...``, a class attribute or an item of a literal table: the names given to jit."""
-    jit, _ = _spellings(tree)
+    ``k = ...``, a class attribute or an item of a literal table: the names given to jit
+    (in any of its ``jit`` spellings)."""
     names = set()
     for value in ast.walk(tree):
         if not isinstance(value, ast.Call) or len(value.args) != 1 or not isinstance(value.args[0], ast.Name):
@@ -75,8 +60,8 @@ def triton_kernels(tree: ast.Module) -> list[ast.FunctionDef]:
     """Functions decorated with ``@triton.jit`` (in any of its spellings), and module-level
     functions given to ``triton.jit(fn)`` (the trusted extraction checks both alike). Where
     none is found this way, the trusted extraction's own reading of the source decides."""
-    jit, _ = _spellings(tree)
-    assigned = jit_assigned_names(tree)
+    jit = _spellings(tree)
+    assigned = jit_assigned_names(tree, jit)
     found = [
         fn
         for fn in functions(tree)

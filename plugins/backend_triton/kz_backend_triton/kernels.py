@@ -12,12 +12,13 @@ Runs in the executor only.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from collections.abc import Mapping
 from typing import Any
 
-from kz_core import KernelCompileError, TrustedKernels
+from kz_core import KernelCompileError, TrustedKernels, is_triton_wrapper
 
 
 class ForeignKernel(RuntimeError):
@@ -57,24 +58,12 @@ def _annotation_text(annotation: Any) -> str:
     return str(getattr(annotation, "__name__", annotation))
 
 
-def _triton_wrapper(value: Any) -> bool:
-    """Whether ``value`` is Triton's ``TensorWrapper`` (``triton.reinterpret``) or a host
-    ``TensorDescriptor``: a tensor Triton passes as memory."""
-    import sys
-
-    kinds = (
-        getattr(sys.modules.get("triton.runtime.jit"), "TensorWrapper", None),
-        getattr(sys.modules.get("triton.tools.tensor_descriptor"), "TensorDescriptor", None),
-    )
-    return any(kind is not None and type(value) is kind for kind in kinds)
-
-
 def _holds_tensor(value: Any) -> bool:
     import torch
 
     if isinstance(value, torch.Tensor):
         return True
-    if _triton_wrapper(value):  # triton.reinterpret's TensorWrapper, a host TensorDescriptor
+    if is_triton_wrapper(value):  # triton.reinterpret's TensorWrapper, a host TensorDescriptor
         return True
     if isinstance(value, (list, tuple, set, frozenset)):
         return any(_holds_tensor(item) for item in value)
@@ -91,7 +80,7 @@ def _memory_argument(value: Any) -> bool:
 
     if isinstance(value, torch.Tensor):
         return True
-    if _triton_wrapper(value):
+    if is_triton_wrapper(value):
         return isinstance(value.base, torch.Tensor)
     if isinstance(value, tuple):
         return all(_memory_argument(item) for item in value)
@@ -369,7 +358,10 @@ def _watch_interpreter() -> bool:
     return True
 
 
+@functools.cache
 def _triton_dir() -> str:
+    """Triton's package folder (asked on every bitcast and atomic an interpreted kernel
+    makes)."""
     import os
 
     import triton
