@@ -916,6 +916,79 @@ def test_triton_lowering_its_own_operations_is_not_the_kernel_reading_bytes_as_a
     assert ir_reinterprets("%y = tt.bitcast %4 : tensor<64xf32> -> tensor<64xi32>\n")  # no locations: counted
 
 
+LOWERING_SCRIPT = r"""
+import json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kz_backend_triton.kernels import ir_reinterprets
+from kz_backend_triton.trusted import extract_kernels
+
+kernels = extract_kernels(sys.stdin.read(), "<lowering>")
+for name, kernel in kernels.items():
+    compiled = triton.compile(ASTSource(kernel, {"x_ptr": "*fp32", "o_ptr": "*fp32", "m_ptr": "*i1"}, {}), target=GPUTarget("cuda", 90, 32))
+    ir = compiled.asm["ttir"]
+    print(json.dumps({"kernel": name, "reinterprets": ir_reinterprets(ir), "located": "#loc" in ir}))
+"""
+
+
+def test_triton_lowering_its_own_operations_is_told_apart_in_a_compiled_kernels_ir(tmp_path):
+    """The same five kernels compiled for an H100/H200 target (no GPU needed; a fresh
+    process without the interpreter): the IR the installed Triton prints holds the
+    locations that tell its library's bitcasts from the kernel's own, and only
+    ``own_cast`` counts as reading bytes as another dtype. (Triton 3.6, the GPU image's,
+    and 3.9 print them alike.)"""
+    import triton.backends
+
+    if "nvidia" not in getattr(triton.backends, "backends", {}):
+        pytest.skip("Triton's NVIDIA backend is not installed")
+    source = textwrap.dedent(
+        """
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def sorts(x_ptr, o_ptr, m_ptr):
+            c = tl.arange(0, 4)
+            tl.store(o_ptr + c, tl.sort(tl.load(x_ptr + c)))
+
+
+        @triton.jit
+        def flips(x_ptr, o_ptr, m_ptr):
+            c = tl.arange(0, 4)
+            tl.store(o_ptr + c, tl.flip(tl.load(x_ptr + c), 0))
+
+
+        @triton.jit
+        def atomic_maximum(x_ptr, o_ptr, m_ptr):
+            c = tl.arange(0, 4)
+            tl.atomic_max(o_ptr, tl.max(tl.load(x_ptr + c), axis=0))
+
+
+        @triton.jit
+        def bool_mask(x_ptr, o_ptr, m_ptr):
+            c = tl.arange(0, 4)
+            tl.store(o_ptr + c, tl.where(tl.load(m_ptr + c), tl.load(x_ptr + c), 0.0))
+
+
+        @triton.jit
+        def own_cast(x_ptr, o_ptr, m_ptr):
+            c = tl.arange(0, 4)
+            tl.store(o_ptr + c, tl.load(x_ptr + c).to(tl.int32, bitcast=True).to(tl.float32))
+        """
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(tmp_path / "cache"), "TRITON_DEFAULT_FP_FUSION": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO / "plugins" / "backend_triton"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", LOWERING_SCRIPT], input=source, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = {r["kernel"]: r for r in map(json.loads, (line for line in done.stdout.splitlines() if line.startswith("{")))}
+    assert set(results) == {"sorts", "flips", "atomic_maximum", "bool_mask", "own_cast"}
+    for name, result in results.items():
+        assert result["located"], name
+        assert result["reinterprets"] is (name == "own_cast"), name
+
+
 def test_kernels_that_read_bytes_as_another_dtype_are_told_apart():
     """A bitcast, a pointer cast or inline PTX lets a kernel view bytes as another dtype
     (the replay then treats what it is given as viewed so); plain kernels do not."""
