@@ -239,9 +239,11 @@ def compare_outputs(
 
 
 def flatten_outputs(output: Any) -> tuple[str, list[Any]]:
-    """``(structure, leaves)``: ``"tensor"`` for one output, ``"tuple[3]"`` for three."""
+    """``(structure, leaves)``: ``"tensor"`` for one output, ``"tuple[3]"`` for three. A
+    named tuple (``torch.return_types.max``, which ``torch.max(x, dim)`` returns) is a
+    tuple: a replay rebuilds every tuple as a plain one."""
     if isinstance(output, (tuple, list)):
-        return f"{type(output).__name__}[{len(output)}]", list(output)
+        return f"{'list' if isinstance(output, list) else 'tuple'}[{len(output)}]", list(output)
     return "tensor", [output]
 
 

@@ -815,6 +815,10 @@ class Replay:
         starts = [_storage_id(c) if constants and isinstance(c, torch.Tensor) else None for c in self.constants]
         moved_off_host = False  # whether an op copied host memory to the device (judging only)
         viewed: set[int] = set()  # storages whose bytes were viewed as another dtype (judging only)
+        # Storages allocated without being written since (judging only): poison in the
+        # trials, whatever the allocator hands back in a timed call (a kernel's freed
+        # scratch holding the input), so bytes of no known dtype, as reinterpreted ones are.
+        unwritten: set[int] = set()
 
         for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
             args = self._decode(step["args"], env)
@@ -828,6 +832,7 @@ class Replay:
                     keys = {_storage_id(tensor) for tensor in tensor_leaves([args, options])}
                     reached.update(keys)
                     pristine -= keys
+                    unwritten -= keys
                     folded.clear()
                     # Only a launch can write where it was not given: every constant still
                     # pristine is checked after each one (folding reads them later).
@@ -856,6 +861,7 @@ class Replay:
                 kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
                 read = tensor_leaves([args, kwargs]) if judging or track else []
                 sizes = [_storage_state(t) for t in read] if track else []
+                grown = (sizes or [_storage_state(t) for t in read]) if judging and self._labels[index] in _SIZING else []
                 read_keys = [_storage_id(t) for t in read] if judging else []
                 output = operator(*args, **kwargs)
                 if track and self._labels[index] in _UNINITIALISED:
@@ -891,20 +897,31 @@ class Replay:
                     # (arange, ones, eye: an index table, a triangular mask), and reads
                     # nothing else.
                     factory = self._labels[index] in _FACTORIES
-                    folds = factory or (bool(read_keys) and all(key in pristine or key in folded for key in read_keys))
+                    # Memory an op allocates without writing holds no constant's values,
+                    # whatever it was shaped after (``c.new_empty(n)``): poison in the
+                    # trials, in a timed call whatever the allocator hands back (a kernel's
+                    # freed scratch holding the input), as ``torch.empty``'s does.
+                    folds = factory or (bool(read_keys) and self._labels[index] not in _UNINITIALISED and all(key in pristine or key in folded for key in read_keys))
                     # What an op wrote, where it lay before the op too (``set_`` moves it).
                     before = {id(t): key for t, key in zip(read, read_keys)}
                     changed = _written(operator, args, kwargs, output)
                     written = {_storage_id(t) for t, _ in changed} | {before[id(t)] for t, _ in changed if id(t) in before}
                     made = written | {_storage_id(t) for t in tensor_leaves(output)}
                     pristine -= written  # a view of a constant leaves it checked
+                    unwritten -= {_storage_id(t) for t in tensor_leaves(output)} - set(read_keys)  # fresh memory, written
+                    if self._labels[index] in _UNINITIALISED:
+                        unwritten.update(_storage_id(t) for t in tensor_leaves(output))
+                    elif self._labels[index] in _SIZING:  # what it grows is unwritten too
+                        unwritten.update(_storage_id(t) for t, (_, was) in zip(read, grown) if _storage_state(t)[1] > was)
+                    else:
+                        unwritten -= {_storage_id(t) for t, whole in changed if whole}
                     folded = (folded | (made - pristine)) if folds else (folded - made)
                     if index in self._computing_steps:
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, folding=folds)
                         self._remember(index, folds or input_free, changed)
                     elif self._labels[index] in _HOST_READS and not input_free:
                         self.host_reads.setdefault(self._labels[index], None)
-                    elif converted := conversion(operator, self._labels[index], args, kwargs, output, taint := tainted | (viewed & reached)):
+                    elif converted := conversion(operator, self._labels[index], args, kwargs, output, taint := tainted | (viewed & reached) | unwritten):
                         # A moving op that converts values computes (a cast to an integer).
                         self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, converted)
                         self._remember(index, input_free, changed)
@@ -1167,6 +1184,17 @@ def _storage_id(tensor: Any) -> int:
         return id(tensor)
 
 
+#: Ops that update arguments in place though their schema does not mark them written
+#: (``Tensor? running_mean`` without ``(a!)``), with those arguments' names.
+_UNDECLARED_WRITES = {
+    name: ("running_mean", "running_var")
+    for name in (
+        "native_batch_norm", "batch_norm", "_batch_norm_impl_index", "batch_norm_update_stats", "cudnn_batch_norm",
+        "miopen_batch_norm", "batch_norm_gather_stats", "batch_norm_gather_stats_with_counts",
+    )
+}
+
+
 def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any) -> list[tuple[Any, bool]]:
     """The tensors an operator wrote, each with whether it overwrote its whole storage."""
     import torch
@@ -1186,6 +1214,15 @@ def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any
         outputs = output if isinstance(output, (tuple, list)) else [output]
         shared = {_storage_id(t) for t in tensor_leaves([args, kwargs])}
         written += [(t, True) for t in outputs if isinstance(t, torch.Tensor) and _storage_id(t) not in shared]
+    if schema.name.split("::")[1] in _UNDECLARED_WRITES:
+        # Batch norm's running statistics, updated in place (in training) though the schema
+        # does not say so: what the step wrote there is pinned, followed and checked too.
+        names = [a.name for a in schema.arguments]
+        training = next((bool(args[i] if i < len(args) else kwargs.get(n)) for i, n in enumerate(names) if n in ("training", "train")), True)
+        for name in _UNDECLARED_WRITES[schema.name.split("::")[1]] if training else ():
+            position = names.index(name)
+            value = args[position] if position < len(args) else kwargs.get(name)
+            written += [(tensor, False) for tensor in tensor_leaves(value)]
     return written
 
 

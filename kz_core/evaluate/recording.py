@@ -278,12 +278,22 @@ class Recorder(TorchDispatchMode):
         self.constant_bytes += size
         if self.constant_bytes > self.max_constant_bytes:
             raise NotReplayable(f"the module holds more than {self.max_constant_bytes >> 20} MiB of tensors (parameters and buffers)")
+        whole = not size or (data.is_contiguous() and data.storage_offset() == 0 and data.numel() * data.element_size() == size)
         with self.suspend():
+            if not whole:
+                # A view of part of its storage, or a non-contiguous one (a parameter's
+                # halves ``bias.chunk(2)``, a cached ``weight.T``, a slice of a kept
+                # workspace): the whole storage is the constant, and this view and every
+                # later one of it are re-made on it with their own sizes, strides and offsets.
+                data = torch.empty(0, dtype=data.dtype, device=data.device).set_(data.untyped_storage(), 0, (size // data.element_size(),), (1,))
             copy = data.to("cpu", copy=True).contiguous()
         index = len(self.constants)
         self.constants.append(copy)
         if data.device.type == "cpu":
             self.host_constants.append(index)
+        if not whole:
+            self._bind(data, ("const", index))
+            return self.ref(tensor)
         self._bind(tensor, ("const", index))
         return {"t": ["const", index]}
 

@@ -935,3 +935,57 @@ def test_a_conversion_of_reinterpreted_bytes_counts_where_it_can_test_bits():
     assert converts(torch.tensor([1.0], dtype=torch.float16), torch.float8_e5m2) == "aten::_to_copy (float16 to float8_e5m2)"
     assert converts(torch.tensor([0, 7], dtype=torch.int32), torch.int64) == ""
     assert converts(torch.tensor([1.0], dtype=torch.float16), torch.float32) == ""
+
+
+def test_batch_norms_running_statistics_count_as_written_though_the_schema_hides_it():
+    """Written against red-team round eighteen's version (cheat
+    ``tests/cheats/triton/r18_undeclared_running_mean_write.py``): ``batch_norm_update_stats``
+    and ``native_batch_norm`` in training update ``running_mean`` and ``running_var`` in
+    place while their schemas mark neither as written, so a timed call pinned only their
+    fresh results and the running mean kept the timed call's real row means."""
+    from kz_core.evaluate.plans import _written
+
+    x, rm, rv = torch.randn(2, 3, 4), torch.zeros(3), torch.ones(3)
+    update = torch.ops.aten.batch_norm_update_stats.default
+    result = update(x, rm, rv, 0.5)
+    written = [t for t, _ in _written(update, [x, rm, rv, 0.5], {}, result)]
+    assert [id(t) for t in written] == [id(result[0]), id(result[1]), id(rm), id(rv)]
+    assert not torch.equal(rm, torch.zeros(3))  # it did write there
+    native = torch.ops.aten.native_batch_norm.default
+    for training in (True, False):
+        args = [x, None, None, rm, rv, training, 0.1, 1e-5]
+        ids = {id(t) for t, _ in _written(native, args, {}, native(*args))}
+        assert (id(rm) in ids and id(rv) in ids) is training
+
+
+def test_a_constant_that_views_part_of_its_storage_keeps_its_geometry():
+    """Written against over-rejection probe 10's version: a module's cached
+    ``weight.T`` became a contiguous copy read with the view's strides (a silent
+    mismatch), and the second half of ``bias.chunk(2)`` was re-made past the end of the
+    first half's copy (``runtime_error``). The whole storage is the constant now, and each
+    view is re-made on it."""
+    weight, bias = torch.randn(4, 3), torch.randn(8)
+    kept = (weight.T, *bias.chunk(2))
+
+    def forward(x):
+        wt, first, second = kept
+        return x @ wt + first + second * 2
+
+    x = torch.randn(2, 3)
+    recorder = Recorder([x], 1 << 20)
+    plan = recorder.plan(recorder.call(forward, [x]))
+    assert [tuple(c.shape) for c in recorder.constants] == [(12,), (8,)]
+    replay = Replay(plan, recorder.constants, lambda *a: None, "cpu")
+    fresh = torch.randn(2, 3)
+    torch.testing.assert_close(replay(fresh), fresh @ weight.T + bias[:4] + bias[4:] * 2)
+
+
+def test_a_named_tuple_output_is_a_tuple():
+    """Written against probe 10's version: ``torch.max(x, dim=1)`` returns
+    ``torch.return_types.max``, which a replay rebuilds as a plain tuple, so no candidate
+    of such a problem could match the reference's output structure."""
+    from kz_core.evaluate.correctness import flatten_outputs
+
+    x = torch.randn(3, 4)
+    assert flatten_outputs(torch.max(x, dim=1))[0] == flatten_outputs(tuple(torch.max(x, dim=1)))[0] == "tuple[2]"
+    assert flatten_outputs([x, x])[0] == "list[2]"
