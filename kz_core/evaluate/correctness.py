@@ -240,10 +240,10 @@ def compare_outputs(
 
 def flatten_outputs(output: Any) -> tuple[str, list[Any]]:
     """``(structure, leaves)``: ``"tensor"`` for one output, ``"tuple[3]"`` for three. A
-    named tuple (``torch.return_types.max``, which ``torch.max(x, dim)`` returns) is a
-    tuple: a replay rebuilds every tuple as a plain one."""
+    list, a tuple and a named tuple (``torch.return_types.max``, which ``torch.max(x, dim)``
+    returns, and a replay rebuilds as a plain tuple) are alike: their tensors in order."""
     if isinstance(output, (tuple, list)):
-        return f"{'list' if isinstance(output, list) else 'tuple'}[{len(output)}]", list(output)
+        return f"tuple[{len(output)}]", list(output)
     return "tensor", [output]
 
 

@@ -362,6 +362,21 @@ def poison_grown(tensor: Any, before: int, written: tuple[int, int] | None = Non
 _OVERWRITING = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_"})
 
 
+#: In-place ops that overwrite their ``self`` without reading it.
+_SELF_WRITE_ONLY = frozenset({"copy_", "fill_", "zero_"})
+
+
+def _write_only(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any]) -> set[int]:
+    """The storages an op writes without reading them: its ``out=`` arguments, and the
+    ``self`` of ``copy_``, ``fill_`` and ``zero_``."""
+    keys: set[int] = set()
+    for index, argument in enumerate(operator._schema.arguments):
+        writes = argument.alias_info is not None and argument.alias_info.is_write
+        if writes and (argument.is_out or (index == 0 and label.split("::")[-1] in _SELF_WRITE_ONLY)):
+            keys.update(_storage_id(t) for t in tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name)))
+    return keys
+
+
 def resolve_operator(op: Sequence[str]) -> Any:
     """The aten operator overload a plan step names."""
     import torch
@@ -900,8 +915,24 @@ class Replay:
                     # Memory an op allocates without writing holds no constant's values,
                     # whatever it was shaped after (``c.new_empty(n)``): poison in the
                     # trials, in a timed call whatever the allocator hands back (a kernel's
-                    # freed scratch holding the input), as ``torch.empty``'s does.
-                    folds = factory or (bool(read_keys) and self._labels[index] not in _UNINITIALISED and all(key in pristine or key in folded for key in read_keys))
+                    # freed scratch holding the input), as ``torch.empty``'s does. What an
+                    # op only writes (``out=``, the target of ``copy_``, ``fill_``,
+                    # ``zero_``) is not what it folds from: ``torch.empty(C).fill_(eps)``
+                    # and ``torch.rsqrt(v, out=torch.empty(C))`` fold, into memory no
+                    # input's data reached.
+                    targets = _write_only(operator, self._labels[index], args, kwargs)
+                    sources = [key for key in read_keys if key not in targets]
+                    # Memory allocated or grown (``resize_``) and not written since is read
+                    # as the trials' poison there and as recycled bytes in a timed call: no
+                    # fold reads it, and what is made from it carries bytes of no known dtype.
+                    reads_unwritten = any(key in unwritten for key in sources)
+                    folds = factory or (
+                        bool(sources or targets)
+                        and self._labels[index] not in _UNINITIALISED
+                        and not reads_unwritten
+                        and not targets & reached
+                        and all(key in pristine or key in folded for key in sources)
+                    )
                     # What an op wrote, where it lay before the op too (``set_`` moves it).
                     before = {id(t): key for t, key in zip(read, read_keys)}
                     changed = _written(operator, args, kwargs, output)
@@ -935,7 +966,7 @@ class Replay:
                             self._watch(index, truths)  # a kernel's 0/1 bytes returned as bool
                         elif not input_free and truths:
                             self._judge_step(index, tensor_leaves([args, kwargs, output]), input_free, counts, reinterpreted)
-                    if any(key in tainted or (key in viewed and key in reached) for key in read_keys):
+                    if reads_unwritten or any(key in tainted or (key in viewed and key in reached) for key in read_keys):
                         tainted.update(_storage_id(t) for t in tensor_leaves(output))
                         tainted.update(_storage_id(t) for t, _ in changed)
                 if track:
@@ -1208,12 +1239,19 @@ def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any
             for tensor in tensor_leaves(value):  # a tensor, or each of a list (``_foreach_add_``)
                 whole = isinstance(value, torch.Tensor) and tensor.is_contiguous() and tensor.numel() * tensor.element_size() == _storage_state(tensor)[1]
                 written.append((tensor, whole and schema.name.split("::")[1] in _OVERWRITING))
-    if not is_view and not written:
-        # What it made afresh; a result on an argument's storage is a view whose schema
-        # does not say so (``unsafe_split``), which wrote nothing.
+    if not is_view:
+        # What it made afresh, also beside an argument it writes (``rrelu_with_noise``
+        # writes ``noise`` and returns a fresh result); a result on an argument's storage
+        # is a view whose schema does not say so (``unsafe_split``), or the argument
+        # written, which wrote nothing more.
         outputs = output if isinstance(output, (tuple, list)) else [output]
         shared = {_storage_id(t) for t in tensor_leaves([args, kwargs])}
-        written += [(t, True) for t in outputs if isinstance(t, torch.Tensor) and _storage_id(t) not in shared]
+        fresh = [r.alias_info is None for r in schema.returns]
+        written += [
+            (t, True)
+            for position, t in enumerate(outputs)
+            if isinstance(t, torch.Tensor) and _storage_id(t) not in shared and (not written or (position < len(fresh) and fresh[position]))
+        ]
     if schema.name.split("::")[1] in _UNDECLARED_WRITES:
         # Batch norm's running statistics, updated in place (in training) though the schema
         # does not say so: what the step wrote there is pinned, followed and checked too.

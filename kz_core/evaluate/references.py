@@ -279,7 +279,10 @@ class ReferenceService:
         for trial in trials.values():
             bad = [meta["type"] for meta in trial["output_meta"] if meta["type"] != "Tensor"]
             if bad:
-                return ReferenceRecord(error=f"the reference returned non-tensor outputs ({', '.join(bad)})")
+                return ReferenceRecord(
+                    error=f"the problem is not supported: its reference returned non-tensor outputs ({', '.join(bad)}); kz compares a tensor or a flat "
+                    "tuple or list of tensors (a nested tuple must be flattened in the problem's forward)"
+                )
         nbytes = sum(t.nbytes for trial in trials.values() for t in trial["outputs"] if t is not None)
         on_device = any(trial["on_device"] for trial in trials.values())
         return ReferenceRecord(trials=trials, nbytes=nbytes, variant=variant, on_device=on_device)

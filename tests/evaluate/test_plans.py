@@ -988,4 +988,65 @@ def test_a_named_tuple_output_is_a_tuple():
 
     x = torch.randn(3, 4)
     assert flatten_outputs(torch.max(x, dim=1))[0] == flatten_outputs(tuple(torch.max(x, dim=1)))[0] == "tuple[2]"
-    assert flatten_outputs([x, x])[0] == "list[2]"
+    assert flatten_outputs([x, x])[0] == "tuple[2]"  # a list of outputs is judged as a tuple is
+
+
+def test_a_fold_may_write_into_memory_allocated_for_it():
+    """Written against over-rejection probe 11's version: BatchNorm's parameters folded on
+    the host into ``torch.empty`` memory (``torch.empty(C).fill_(eps)``,
+    ``torch.rsqrt(v, out=torch.empty(C))``, ``w.new_empty(n).copy_(w).mul_(s)``) counted as
+    torch computing over 64 channels, since what an op only writes counted as what it
+    folds from. Memory allocated and left unwritten still starts no fold, and an ``out=``
+    into memory an input's data reached is no fold."""
+    running_var, weight = torch.rand(80) + 0.5, torch.randn(80)
+
+    def folded(x):
+        eps = torch.empty(80)
+        eps.fill_(1e-5)
+        scale = torch.rsqrt(running_var + eps) * weight
+        shift = torch.rsqrt(running_var, out=torch.empty(80))
+        w = weight.new_empty(80).copy_(weight).mul_(scale)
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [x, scale, shift, w, out], {}):
+            pass
+        return out
+
+    replay = _recorded(folded, torch.randn(4, 80))
+    replay(torch.randn(4, 80))
+    assert replay.compute_ops == []
+
+    def over_a_kernels_output(x):
+        out = torch.empty(80)
+        with record_kernel("fake", {"name": "k"}, [1], [x, out], {}):
+            pass
+        return torch.rsqrt(running_var, out=out) * weight
+
+    replay = _recorded(over_a_kernels_output, torch.randn(4, 80))
+    replay(torch.randn(4, 80))
+    assert replay.compute_ops == ["aten::rsqrt", "aten::mul"]
+
+    def unwritten(x):
+        scratch = weight.new_empty(80)  # allocated, never written: no constant's values
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [x, scratch * 2.0, out], {}):
+            pass
+        return out
+
+    replay = _recorded(unwritten, torch.randn(4, 80))
+    replay(torch.randn(4, 80))
+    assert replay.compute_ops == ["aten::mul"]
+
+
+def test_an_ops_fresh_results_count_as_written_beside_the_arguments_it_writes():
+    """Written against red-team round nineteen's version (cheat
+    ``tests/cheats/triton/r19_rrelu_unpinned_result.py``): ``rrelu_with_noise`` writes
+    ``noise`` and returns a fresh result (relu, with a zero slope); only ``noise`` counted
+    as written, so a timed call pinned only it and the fresh result was computed there."""
+    from kz_core.evaluate.plans import _written
+
+    z, noise = torch.randn(16), torch.empty(16)
+    op = torch.ops.aten.rrelu_with_noise.default
+    result = op(z, noise, 0.0, 0.0, False)
+    assert [id(t) for t, _ in _written(op, [z, noise, 0.0, 0.0, False], {}, result)] == [id(noise), id(result)]
+    added = torch.ops.aten.add_.Tensor  # an in-place op's result is its self: nothing more
+    assert [id(t) for t, _ in _written(added, [z, z], {}, added(z, z))] == [id(z)]
