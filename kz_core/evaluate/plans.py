@@ -368,13 +368,18 @@ _SELF_WRITE_ONLY = frozenset({"copy_", "fill_", "zero_"})
 
 def _write_only(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any]) -> set[int]:
     """The storages an op writes without reading them: its ``out=`` arguments, and the
-    ``self`` of ``copy_``, ``fill_`` and ``zero_``."""
+    ``self`` of ``copy_``, ``fill_`` and ``zero_``, unless another argument reads the
+    same storage (``z.copy_(z)`` reads what it writes)."""
     keys: set[int] = set()
+    read: set[int] = set()
     for index, argument in enumerate(operator._schema.arguments):
         writes = argument.alias_info is not None and argument.alias_info.is_write
+        storages = {_storage_id(t) for t in tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name))}
         if writes and (argument.is_out or (index == 0 and label.split("::")[-1] in _SELF_WRITE_ONLY)):
-            keys.update(_storage_id(t) for t in tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name)))
-    return keys
+            keys |= storages
+        elif not writes:
+            read |= storages
+    return keys - read
 
 
 def resolve_operator(op: Sequence[str]) -> Any:

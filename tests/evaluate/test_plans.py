@@ -1050,3 +1050,24 @@ def test_an_ops_fresh_results_count_as_written_beside_the_arguments_it_writes():
     assert [id(t) for t, _ in _written(op, [z, noise, 0.0, 0.0, False], {}, result)] == [id(noise), id(result)]
     added = torch.ops.aten.add_.Tensor  # an in-place op's result is its self: nothing more
     assert [id(t) for t, _ in _written(added, [z, z], {}, added(z, z))] == [id(z)]
+
+
+def test_a_copy_of_memory_onto_itself_does_not_launder_it():
+    """Written against red-team round twenty's version: ``z.copy_(z)`` on a fresh
+    ``torch.empty`` counted as writing ``z`` without reading it (a ``copy_`` target is not
+    a fold's source), so ``z`` left the unwritten memory unchanged and its int8 bytes
+    widened by torch (the sign test of relu, on recycled input bytes in a timed call) were
+    a move. An op that reads the storage it writes reads it."""
+
+    def laundered(x):
+        z = torch.empty(x.numel())
+        z.copy_(z)
+        signs = z.view(torch.int8).view(-1, 4)[:, 3].to(torch.int16)
+        out = torch.empty_like(x)
+        with record_kernel("fake", {"name": "k"}, [1], [x, signs, out], {}):
+            pass
+        return out
+
+    replay = _recorded(laundered, torch.randn(4, 80))  # more elements than host arithmetic's
+    replay(torch.randn(4, 80), provenance={})  # a trial: fresh memory poisoned
+    assert replay.compute_ops == ["aten::_to_copy (int8 to int16)"]
