@@ -1243,7 +1243,7 @@ def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any
         if argument.alias_info is not None and argument.alias_info.is_write:
             for tensor in tensor_leaves(value):  # a tensor, or each of a list (``_foreach_add_``)
                 whole = isinstance(value, torch.Tensor) and tensor.is_contiguous() and tensor.numel() * tensor.element_size() == _storage_state(tensor)[1]
-                written.append((tensor, whole and schema.name.split("::")[1] in _OVERWRITING))
+                written.append((tensor, whole and (argument.is_out or schema.name.split("::")[1] in _OVERWRITING)))
     if not is_view:
         # What it made afresh, also beside an argument it writes (``rrelu_with_noise``
         # writes ``noise`` and returns a fresh result); a result on an argument's storage

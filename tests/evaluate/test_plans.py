@@ -1005,6 +1005,7 @@ def test_a_fold_may_write_into_memory_allocated_for_it():
         eps.fill_(1e-5)
         scale = torch.rsqrt(running_var + eps) * weight
         shift = torch.rsqrt(running_var, out=torch.empty(80))
+        shift = shift * weight  # what an out= wrote whole is written: read by a fold
         w = weight.new_empty(80).copy_(weight).mul_(scale)
         out = torch.empty_like(x)
         with record_kernel("fake", {"name": "k"}, [1], [x, scale, shift, w, out], {}):
