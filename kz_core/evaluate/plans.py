@@ -358,12 +358,15 @@ def poison_grown(tensor: Any, before: int, written: tuple[int, int] | None = Non
             raw[start:stop].fill_(value)
 
 
-#: Ops that overwrite their first argument entirely when it covers its storage.
-_OVERWRITING = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_"})
-
-
 #: In-place ops that overwrite their ``self`` without reading it.
 _SELF_WRITE_ONLY = frozenset({"copy_", "fill_", "zero_"})
+#: Ops that overwrite their first argument entirely when it covers its storage.
+_OVERWRITING = _SELF_WRITE_ONLY | {"normal_", "uniform_"}
+
+
+def _bound(args: list[Any], kwargs: dict[str, Any], index: int, name: str) -> Any:
+    """The value an op was given for its schema's argument ``index`` (named ``name``)."""
+    return args[index] if index < len(args) else kwargs.get(name)
 
 
 def _write_only(operator: Any, label: str, args: list[Any], kwargs: dict[str, Any]) -> set[int]:
@@ -374,7 +377,7 @@ def _write_only(operator: Any, label: str, args: list[Any], kwargs: dict[str, An
     read: set[int] = set()
     for index, argument in enumerate(operator._schema.arguments):
         writes = argument.alias_info is not None and argument.alias_info.is_write
-        storages = {_storage_id(t) for t in tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name))}
+        storages = {_storage_id(t) for t in tensor_leaves(_bound(args, kwargs, index, argument.name))}
         if writes and (argument.is_out or (index == 0 and label.split("::")[-1] in _SELF_WRITE_ONLY)):
             keys |= storages
         elif not writes:
@@ -880,8 +883,8 @@ class Replay:
             else:
                 kwargs = {k: self._decode(v, env) for k, v in step["kwargs"].items()}
                 read = tensor_leaves([args, kwargs]) if judging or track else []
-                sizes = [_storage_state(t) for t in read] if track else []
-                grown = (sizes or [_storage_state(t) for t in read]) if judging and self._labels[index] in _SIZING else []
+                # Storage sizes before the op: what it grows is poisoned (trials) and unwritten (judging).
+                sizes = [_storage_state(t) for t in read] if track or (judging and self._labels[index] in _SIZING) else []
                 read_keys = [_storage_id(t) for t in read] if judging else []
                 output = operator(*args, **kwargs)
                 if track and self._labels[index] in _UNINITIALISED:
@@ -948,7 +951,7 @@ class Replay:
                     if self._labels[index] in _UNINITIALISED:
                         unwritten.update(_storage_id(t) for t in tensor_leaves(output))
                     elif self._labels[index] in _SIZING:  # what it grows is unwritten too
-                        unwritten.update(_storage_id(t) for t, (_, was) in zip(read, grown) if _storage_state(t)[1] > was)
+                        unwritten.update(_storage_id(t) for t, (_, was) in zip(read, sizes) if _storage_state(t)[1] > was)
                     else:
                         unwritten -= {_storage_id(t) for t, whole in changed if whole}
                     folded = (folded | (made - pristine)) if folds else (folded - made)
@@ -1058,7 +1061,7 @@ def _conversion_ends(operator: Any, label: str, args: list[Any], kwargs: dict[st
     for index, argument in enumerate(operator._schema.arguments):
         written = argument.alias_info is not None and argument.alias_info.is_write
         if "Tensor" in str(argument.type) and not written and not (label in _TEMPLATES and argument.name in ("other", "the_template")):
-            sources += tensor_leaves(args[index] if index < len(args) else kwargs.get(argument.name))
+            sources += tensor_leaves(_bound(args, kwargs, index, argument.name))
     return sources, [tensor for tensor, _ in _written(operator, args, kwargs, output)] + tensor_leaves(output)
 
 
@@ -1239,7 +1242,7 @@ def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any
     schema = operator._schema
     is_view = any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
     for index, argument in enumerate(schema.arguments):
-        value = args[index] if index < len(args) else kwargs.get(argument.name)
+        value = _bound(args, kwargs, index, argument.name)
         if argument.alias_info is not None and argument.alias_info.is_write:
             for tensor in tensor_leaves(value):  # a tensor, or each of a list (``_foreach_add_``)
                 whole = isinstance(value, torch.Tensor) and tensor.is_contiguous() and tensor.numel() * tensor.element_size() == _storage_state(tensor)[1]
@@ -1261,11 +1264,9 @@ def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any
         # Batch norm's running statistics, updated in place (in training) though the schema
         # does not say so: what the step wrote there is pinned, followed and checked too.
         names = [a.name for a in schema.arguments]
-        training = next((bool(args[i] if i < len(args) else kwargs.get(n)) for i, n in enumerate(names) if n in ("training", "train")), True)
+        training = next((bool(_bound(args, kwargs, i, n)) for i, n in enumerate(names) if n in ("training", "train")), True)
         for name in _UNDECLARED_WRITES[schema.name.split("::")[1]] if training else ():
-            position = names.index(name)
-            value = args[position] if position < len(args) else kwargs.get(name)
-            written += [(tensor, False) for tensor in tensor_leaves(value)]
+            written += [(tensor, False) for tensor in tensor_leaves(_bound(args, kwargs, names.index(name), name))]
     return written
 
 

@@ -846,18 +846,8 @@ def test_where_an_interpreted_kernels_loads_and_stores_reach_is_checked():
     assert torch.equal(spare, torch.zeros(16))
 
 
-def test_triton_lowering_its_own_operations_is_not_the_kernel_reading_bytes_as_another_dtype():
-    """Written against round fifteen's version (over-rejection probe 9): ``tl.sort`` and
-    ``tl.flip`` (which compare floats as integers in ``triton/language/standard.py``), a
-    float ``tl.atomic_max`` (lowered onto an integer pointer) and a load of a bool tensor
-    (its pointer read as int8) made the builder bitcast, so the kernel counted as reading
-    bytes as another dtype, and an honest float32 result rounded to float16 by torch was
-    torch computing. Under the interpreter only the kernel's own casts count; in a
-    compiled kernel's IR, ops whose locations lie in Triton's library or that match its
-    lowering are left out."""
-    from kz_backend_triton.kernels import TritonKernels, ir_reinterprets
-
-    source = textwrap.dedent(
+#: Triton's own lowering (sort, flip, a float atomic_max, a bool load) and a kernel's own bitcast.
+LOWERING = textwrap.dedent(
         """
         import triton
         import triton.language as tl
@@ -892,8 +882,21 @@ def test_triton_lowering_its_own_operations_is_not_the_kernel_reading_bytes_as_a
             c = tl.arange(0, 4)
             tl.store(o_ptr + c, tl.load(x_ptr + c).to(tl.int32, bitcast=True).to(tl.float32))
         """
-    )
-    kernels = TritonKernels(extract_kernels(source, "<lowering>"), source="")
+)
+
+
+def test_triton_lowering_its_own_operations_is_not_the_kernel_reading_bytes_as_another_dtype():
+    """Written against round fifteen's version (over-rejection probe 9): ``tl.sort`` and
+    ``tl.flip`` (which compare floats as integers in ``triton/language/standard.py``), a
+    float ``tl.atomic_max`` (lowered onto an integer pointer) and a load of a bool tensor
+    (its pointer read as int8) made the builder bitcast, so the kernel counted as reading
+    bytes as another dtype, and an honest float32 result rounded to float16 by torch was
+    torch computing. Under the interpreter only the kernel's own casts count; in a
+    compiled kernel's IR, ops whose locations lie in Triton's library or that match its
+    lowering are left out."""
+    from kz_backend_triton.kernels import TritonKernels, ir_reinterprets
+
+    kernels = TritonKernels(extract_kernels(LOWERING, "<lowering>"), source="")
     x, out, mask = torch.randn(4), torch.zeros(4), torch.tensor([True, False, True, True])
     for name in ("sorts", "flips", "atomic_maximum", "bool_mask", "own_cast"):
         step = {"kernel": {"name": name}, "grid": [1]}
@@ -942,45 +945,9 @@ def test_triton_lowering_its_own_operations_is_told_apart_in_a_compiled_kernels_
 
     if "nvidia" not in getattr(triton.backends, "backends", {}):
         pytest.skip("Triton's NVIDIA backend is not installed")
-    source = textwrap.dedent(
-        """
-        import triton
-        import triton.language as tl
-
-
-        @triton.jit
-        def sorts(x_ptr, o_ptr, m_ptr):
-            c = tl.arange(0, 4)
-            tl.store(o_ptr + c, tl.sort(tl.load(x_ptr + c)))
-
-
-        @triton.jit
-        def flips(x_ptr, o_ptr, m_ptr):
-            c = tl.arange(0, 4)
-            tl.store(o_ptr + c, tl.flip(tl.load(x_ptr + c), 0))
-
-
-        @triton.jit
-        def atomic_maximum(x_ptr, o_ptr, m_ptr):
-            c = tl.arange(0, 4)
-            tl.atomic_max(o_ptr, tl.max(tl.load(x_ptr + c), axis=0))
-
-
-        @triton.jit
-        def bool_mask(x_ptr, o_ptr, m_ptr):
-            c = tl.arange(0, 4)
-            tl.store(o_ptr + c, tl.where(tl.load(m_ptr + c), tl.load(x_ptr + c), 0.0))
-
-
-        @triton.jit
-        def own_cast(x_ptr, o_ptr, m_ptr):
-            c = tl.arange(0, 4)
-            tl.store(o_ptr + c, tl.load(x_ptr + c).to(tl.int32, bitcast=True).to(tl.float32))
-        """
-    )
     env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(tmp_path / "cache"), "TRITON_DEFAULT_FP_FUSION": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "plugins" / "backend_triton"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", LOWERING_SCRIPT], input=source, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", LOWERING_SCRIPT], input=LOWERING, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     results = {r["kernel"]: r for r in map(json.loads, (line for line in done.stdout.splitlines() if line.startswith("{")))}
     assert set(results) == {"sorts", "flips", "atomic_maximum", "bool_mask", "own_cast"}
