@@ -958,6 +958,21 @@ def test_batch_norms_running_statistics_count_as_written_though_the_schema_hides
         assert (id(rm) in ids and id(rv) in ids) is training
 
 
+def test_an_op_that_clamps_its_argument_in_place_unannounced_counts_it_written():
+    """Written against red-team round 21's scan: ``_saturate_weight_to_fp16(Tensor weight)
+    -> Tensor`` clamps a float32 weight to float16's range in place and returns that same
+    tensor, while its schema marks nothing written; its result shares the argument's
+    storage, so nothing at all counted as written (not pinned in timed calls, not followed
+    into the lineage)."""
+    from kz_core.evaluate.plans import _written
+
+    saturate = torch.ops.aten._saturate_weight_to_fp16.default
+    weight = torch.tensor([[1e6, -1e6], [3.0, 4.0]])
+    result = saturate(weight)
+    assert weight.max().item() == 65504.0  # it did write there
+    assert [id(t) for t, _ in _written(saturate, [weight], {}, result)] == [id(weight)]
+
+
 def test_a_constant_that_views_part_of_its_storage_keeps_its_geometry():
     """Written against over-rejection probe 10's version: a module's cached
     ``weight.T`` became a contiguous copy read with the view's strides (a silent
