@@ -536,7 +536,7 @@ NON_COMPUTE_OPS = frozenset(
         "empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like zero_ ones ones_like "
         "full full_like fill_ new_zeros new_ones new_full arange "
         "view view_as reshape _reshape_alias _unsafe_view as_strided contiguous clone copy_ _to_copy to "
-        "lift_fresh detach detach_ alias t transpose permute expand expand_as select slice unsqueeze "
+        "lift_fresh lift_fresh_copy detach detach_ alias t transpose permute expand expand_as select slice unsqueeze "
         "squeeze flatten unflatten unbind split split_with_sizes chunk narrow movedim size stride "
         "numel set_ resize_ _local_scalar_dense item is_nonzero result_type _has_compatible_shallow_copy_type "
         "record_stream resolve_conj resolve_neg "

@@ -410,6 +410,12 @@ class Recorder(TorchDispatchMode):
                 raise NotReplayable(f"the forward called the operator {func} (only torch's aten operators and Python custom operators can be replayed)")
             with self:
                 return implementation(*args, **kwargs)
+        if name == "lift_fresh" and args and self._refs.get(args[0]) is None and self._storage(_storage_key(args[0])) is None:
+            # ``torch.tensor(0.0)``, ``as_tensor``, ``new_tensor``: made outside the
+            # dispatcher from Python data, so a constant of the plan, which lives as long as
+            # the replay. Each call of the forward makes it afresh, so a replay copies it
+            # each call (a kernel accumulating into it must not find the last call's sum).
+            name = "lift_fresh_copy"
         encoded_args = self.encode(list(args))
         encoded_kwargs = {key: self.encode(value) for key, value in kwargs.items()}
         self.in_op += 1

@@ -973,6 +973,27 @@ def test_an_op_that_clamps_its_argument_in_place_unannounced_counts_it_written()
     assert [id(t) for t, _ in _written(saturate, [weight], {}, result)] == [id(weight)]
 
 
+def test_a_tensor_made_from_python_data_in_forward_is_made_afresh_each_call():
+    """Written against over-rejection probe 12's version: ``torch.tensor(0.0)`` (also
+    ``as_tensor``, ``new_tensor``) is made outside the dispatcher, so the recorder saw it
+    first as ``lift_fresh``'s argument and made it a constant of the plan, which a replay
+    keeps for all its calls: a kernel accumulating into it (a loss's ``tl.atomic_add``)
+    found the last call's sum there, and honest candidates were ``incorrect`` from their
+    second trial on."""
+
+    def forward(x):
+        total = torch.tensor(0.0)
+        total.add_(x.sum())
+        return total
+
+    x = torch.randn(3)
+    recorder = Recorder([x], 1 << 20)
+    plan = recorder.plan(recorder.call(forward, [x]))
+    replay = Replay(plan, recorder.constants, lambda *a: None, "cpu")
+    fresh = torch.randn(3)
+    assert replay(fresh).item() == replay(fresh).item() == fresh.sum().item()
+
+
 def test_a_constant_that_views_part_of_its_storage_keeps_its_geometry():
     """Written against over-rejection probe 10's version: a module's cached
     ``weight.T`` became a contiguous copy read with the view's strides (a silent
