@@ -79,8 +79,10 @@ def example_problems():
 
 @pytest.fixture(scope="module")
 def cpu_evaluator(example_problems):
-    """One CPU evaluator shared by a test module (workers start once)."""
-    with Evaluator(example_problems, eval_config("eval.run_timeout_s=60")) as evaluator:
+    """One CPU evaluator shared by a test module (workers start once). Calls get the
+    default 120 s: CI runs three test processes on two cores, where a scanning cheat's
+    trials under Triton's interpreter once took past 60 s."""
+    with Evaluator(example_problems, eval_config("eval.run_timeout_s=120")) as evaluator:
         yield evaluator
 
 

@@ -49,7 +49,7 @@ def honest_results(example_problems):
 
     from .conftest import eval_config
 
-    with Evaluator(example_problems, eval_config("eval.run_timeout_s=60", "eval.cpu_timing_trials=1")) as evaluator:
+    with Evaluator(example_problems, eval_config("eval.run_timeout_s=120", "eval.cpu_timing_trials=1")) as evaluator:
         return {r.sample_id: r for r in evaluator.evaluate([honest_candidate(p) for p in cpu_honest_paths()])}
 
 
