@@ -33,18 +33,24 @@ COMPARED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 def _jit(fn):
     """Specialised on no argument's value or alignment: one compiled kernel serves every
     size and every view (each specialisation would be compiled again, in every process)."""
+    names = fn.__code__.co_varnames[: fn.__code__.co_argcount]
+    values = [name for name in ("n", "key") if name in names]
+    pointers = [name for name in ("words", "want", "got") if name in names]
     try:
-        return triton.jit(fn, do_not_specialize=["n"], do_not_specialize_on_alignment=["words", "want", "got"])
+        return triton.jit(fn, do_not_specialize=values, do_not_specialize_on_alignment=pointers)
     except TypeError:  # a Triton without do_not_specialize_on_alignment
-        return triton.jit(fn, do_not_specialize=["n"])
+        return triton.jit(fn, do_not_specialize=values)
 
 
-def _sums(words, n, plain, weighted, BLOCK: tl.constexpr):
+def _sums(words, n, key, plain, weighted, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     word = tl.load(words + offsets, mask=mask, other=0).to(tl.int64)
-    position_hash = (offsets * 2654435761 + 97) & 0x7FFFFFFF
+    # ``kz_core.evaluate.execution.position_weights``, step by step in wrapping int64.
+    mixed = (offsets + key.to(tl.int64)) * 0x5851F42D4C957F2D
+    mixed = (mixed ^ (mixed >> 29)) * 0x14057B7EF767814F
+    position_hash = (mixed ^ (mixed >> 32)) & 0x7FFFFFFF
     tl.store(plain + pid, tl.sum(word, axis=0))
     tl.store(weighted + pid, tl.sum(word * position_hash, axis=0))
 
@@ -89,14 +95,14 @@ def warm_up(device: str) -> None:
         errors(values, values, 0.0, 0.0, BLOCK)
 
 
-def word_sums(words: torch.Tensor) -> tuple[int, int]:
+def word_sums(words: torch.Tensor, key: int = 0) -> tuple[int, int]:
     """The plain and the position-weighted wrapping sums of a flat int32 tensor, as
-    ``kz_core.evaluate.execution.device_sums`` computes them."""
+    ``kz_core.evaluate.execution.device_sums`` computes them under ``key``."""
     n = words.numel()
     programs = max(1, triton.cdiv(n, BLOCK))
     plain = torch.empty(programs, dtype=torch.int64, device=words.device)
     weighted = torch.empty(programs, dtype=torch.int64, device=words.device)
-    sums_kernel[(programs,)](words, n, plain, weighted, BLOCK=BLOCK)
+    sums_kernel[(programs,)](words, n, key, plain, weighted, BLOCK=BLOCK)
     return int(plain.sum()), int(weighted.sum())
 
 

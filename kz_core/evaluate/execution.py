@@ -17,6 +17,7 @@ import hashlib
 import json
 import random
 import resource
+import os
 import secrets
 import sys
 import traceback
@@ -105,31 +106,52 @@ _FINGERPRINT_CHUNK = 1 << 24
 _FINGERPRINT_KERNEL_WORDS = 1 << 24
 
 
-def _tensor_fingerprint(value: torch.Tensor) -> str:
+def _tensor_fingerprint(value: torch.Tensor, key: int = 0) -> str:
     """A fingerprint of the tensor's dtype, shape and bytes.
 
     On a CPU: sha256 of the bytes. On a GPU, where inputs can be several gigabytes, no copy
     to the host: two wrapping 64-bit sums over the 32-bit words, computed on the device,
-    plain and weighted by a hash of each word's position (integer sums wrap the same way
-    in any order, so equal bytes always give equal sums).
+    plain and weighted by a hash of each word's position and ``key`` (integer sums wrap
+    the same way in any order, so equal bytes always give equal sums).
     """
     raw = value.detach().contiguous().reshape(-1).view(torch.uint8)
     if raw.device.type == "cpu":
         digest = hashlib.sha256(raw.numpy().tobytes() if raw.numel() else b"").hexdigest()
     else:
-        digest = device_sums(raw)
+        digest = device_sums(raw, key)
     return f"{value.dtype}{tuple(value.shape)}:{digest}"
 
 
-def device_sums(raw: torch.Tensor) -> str:
-    """The two position-weighted wrapping sums of a flat uint8 tensor, on its device."""
+#: Odd multipliers of the position hash (a 64-bit mixer's, SplitMix64's): its weights are
+#: no affine function of the position, which a write could balance without the key.
+_MIX = (0x5851F42D4C957F2D, 0x14057B7EF767814F)
+
+
+def position_weights(position: torch.Tensor, key: int) -> torch.Tensor:
+    """The 31-bit weight of each word position (int64) under ``key``: what
+    ``device_checks.word_sums`` computes in its kernel, in the same wrapping int64 steps."""
+    mixed = (position + key) * _MIX[0]
+    mixed = (mixed ^ (mixed >> 29)) * _MIX[1]
+    return (mixed ^ (mixed >> 32)) & 0x7FFFFFFF
+
+
+def device_sums(raw: torch.Tensor, key: int = 0) -> str:
+    """The two position-weighted wrapping sums of a flat uint8 tensor, on its device.
+
+    With the public key 0 (inputs, whose fingerprints two processes compare) anyone can
+    compute the weights; with :func:`secret_key` (a process's fingerprints of its own
+    constants) a kernel that writes into a tensor cannot choose values whose weighted sum
+    stays the same."""
     usable = raw.numel() - raw.numel() % 4
     words = raw[:usable].view(torch.int32)
     tail = raw[usable:].to(torch.int64).tolist()
-    device_checks = kernel_checks() if raw.is_cuda and words.numel() >= _FINGERPRINT_KERNEL_WORDS else None
-    if device_checks is not None:  # the same sums in one pass (the torch operations below read the input ten times)
+    # The kernel: the same sums in one pass (the torch operations below read the input ten
+    # times), and, keyed, at any size: it keeps no weight in memory, where the torch
+    # operations leave them in freed blocks that a later allocation of the call hands out.
+    device_checks = kernel_checks() if raw.is_cuda and (key or words.numel() >= _FINGERPRINT_KERNEL_WORDS) else None
+    if device_checks is not None:
         with contextlib.suppress(Exception):  # a GPU or Triton the kernel does not build for
-            plain_sum, weighted_sum = device_checks.word_sums(words)
+            plain_sum, weighted_sum = device_checks.word_sums(words, key)
             return f"{plain_sum}:{weighted_sum}:{tail}"
     plain = torch.zeros((), dtype=torch.int64, device=raw.device)
     weighted = torch.zeros((), dtype=torch.int64, device=raw.device)
@@ -137,13 +159,27 @@ def device_sums(raw: torch.Tensor) -> str:
         chunk = words[start : start + _FINGERPRINT_CHUNK].to(torch.int64)
         position = torch.arange(start, start + chunk.numel(), dtype=torch.int64, device=raw.device)
         plain += chunk.sum()
-        weighted += (chunk * ((position * 2654435761 + 97) & 0x7FFFFFFF)).sum()
+        weighted += (chunk * position_weights(position, key)).sum()
     return f"{int(plain)}:{int(weighted)}:{tail}"
 
 
-def fingerprint(values: list[Any]) -> list[str]:
-    """One fingerprint per value: of its dtype, shape and bytes (tensors) or repr (others)."""
-    return [_tensor_fingerprint(v) if isinstance(v, torch.Tensor) else hashlib.sha256(repr(v).encode()).hexdigest() for v in values]
+_SECRET: tuple[int, int] | None = None
+
+
+def secret_key() -> int:
+    """A key drawn in this process at its first use, never sent anywhere: a worker forked
+    after another drew its own gets another (the executor's, which fingerprints the
+    module's constants, is not the candidate worker's)."""
+    global _SECRET
+    if _SECRET is None or _SECRET[0] != os.getpid():
+        _SECRET = (os.getpid(), 1 + secrets.randbits(61))
+    return _SECRET[1]
+
+
+def fingerprint(values: list[Any], key: int = 0) -> list[str]:
+    """One fingerprint per value: of its dtype, shape and bytes (tensors) or repr (others).
+    ``key``: see :func:`device_sums` (tensors on a GPU only; sha256 on a CPU)."""
+    return [_tensor_fingerprint(v, key) if isinstance(v, torch.Tensor) else hashlib.sha256(repr(v).encode()).hexdigest() for v in values]
 
 
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -254,7 +254,7 @@ def validate_plan(plan: Any, backend: str, constants: int) -> dict[str, Any]:
 # -- replay (in the trusted executor) ----------------------------------------------------
 
 #: aten ops that move, view or allocate memory without computing.
-from kz_core.evaluate.execution import NON_COMPUTE_OPS, fingerprint, tensor_leaves  # noqa: E402
+from kz_core.evaluate.execution import NON_COMPUTE_OPS, fingerprint, secret_key, tensor_leaves  # noqa: E402
 
 #: Ops that allocate without writing: what they return is poisoned in the trials.
 _UNINITIALISED = frozenset(
@@ -629,7 +629,7 @@ class Replay:
         if self._recorded_prints is None:
             return False
         return any(
-            fingerprint([c])[0] not in self._recorded_prints
+            fingerprint([c], secret_key())[0] not in self._recorded_prints
             for i, c in enumerate(self.constants)
             if isinstance(c, torch.Tensor) and i not in self._touched
         )
@@ -821,14 +821,15 @@ class Replay:
         tainted: set[int] = set()  # storages reached by input bytes viewed as another dtype (judging only)
         # Parameter folding (judging only): what the module's constants make through ops on
         # them alone (BatchNorm's weight / sqrt(running_var + eps)) passes as host
-        # arithmetic at any size. A constant no kernel or op was given is fingerprinted, and
+        # arithmetic at any size. A constant no kernel or op was given is fingerprinted (on a
+        # GPU under this process's secret key: a kernel cannot balance what it writes), and
         # a change to it is computing (a kernel writing where it was not given); what was
         # folded from constants is dropped at every launch, which could write it.
         # Each constant's memory is held, by an alias, for the call (``set_`` may move the
         # constant itself elsewhere; its memory stays checked, and no allocation can take
         # its address while a key names it).
         constants = {_storage_id(c): c.detach() for c in self.constants if isinstance(c, torch.Tensor)} if judging and self._computing_steps else {}
-        prints = {key: fingerprint([c])[0] for key, c in constants.items()}
+        prints = {key: fingerprint([c], secret_key())[0] for key, c in constants.items()}
         # A constant is the module's only while it holds what was recorded: one that a
         # kernel it was given wrote in an earlier call (the input kept for the next) is not.
         if constants and self._recorded_prints is None:
@@ -859,7 +860,7 @@ class Replay:
                     folded.clear()
                     # Only a launch can write where it was not given: every constant still
                     # pristine is checked after each one (folding reads them later).
-                    for key in [key for key in pristine if fingerprint([constants[key]])[0] != prints[key]]:
+                    for key in [key for key in pristine if fingerprint([constants[key]], secret_key())[0] != prints[key]]:
                         pristine.discard(key)
                         self._computing.setdefault("a module constant that no kernel or op was given changed", None)
                     if keys & tainted:  # reinterpreted bits passed through a kernel stay so

@@ -23,20 +23,21 @@ SCRIPT = textwrap.dedent(
     import torch
     from kz_core.evaluate import device_checks
     from kz_core.evaluate.correctness import _chunk_errors
-    from kz_core.evaluate.execution import device_sums
+    from kz_core.evaluate.execution import device_sums, secret_key
     from kz_core.model import Tolerance
 
     device = DEVICE
     generator = torch.Generator().manual_seed(7)
 
-    def torch_sums(words):  # the torch operations' sums: device_sums below its kernel's size
-        plain, weighted, _ = device_sums(words.view(torch.uint8)).split(":")
+    def torch_sums(words, key):  # the torch operations' sums (a CPU tensor's: no kernel)
+        plain, weighted, _ = device_sums(words.cpu().view(torch.uint8), key).split(":")
         return int(plain), int(weighted)
 
-    # Words of every sign, large enough that the sums wrap.
-    for n in (1, 4095, 4096, 3 * 4096 + 17):
-        words = torch.randint(-(2**31), 2**31 - 1, (n,), generator=generator, dtype=torch.int64).to(torch.int32).to(device)
-        assert device_checks.word_sums(words) == torch_sums(words), n
+    # Words of every sign, large enough that the sums wrap; the public key and a secret one.
+    for key in (0, secret_key()):
+        for n in (1, 4095, 4096, 3 * 4096 + 17):
+            words = torch.randint(-(2**31), 2**31 - 1, (n,), generator=generator, dtype=torch.int64).to(torch.int32).to(device)
+            assert device_checks.word_sums(words, key) == torch_sums(words, key), (n, key)
 
     chunk = 2 * device_checks.BLOCK  # two chunks and a part of a third
     for dtype in device_checks.COMPARED_DTYPES:
@@ -90,3 +91,38 @@ def test_the_check_kernels_compute_what_the_torch_operations_do_on_a_gpu():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", SCRIPT.replace("DEVICE", "'cuda'")], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip().endswith("same"), done.stdout[-2000:] + done.stderr[-4000:]
+
+
+def test_a_write_balanced_against_public_weights_changes_the_keyed_sums():
+    """Written against red-team round 21's version: a GPU fingerprint was two sums with
+    public position weights, so a kernel writing into a module constant could add d, -d,
+    -d, d at four positions whose weights balance (w(a) + w(e) = w(b) + w(c)) and keep both
+    sums: the constant stayed pristine and torch over it counted as a fold. A process's
+    constants are now summed under its secret key, whose weights the kernel cannot know."""
+    import numpy as np
+    import torch
+
+    from kz_core.evaluate.execution import device_sums, position_weights, secret_key
+
+    weights = position_weights(torch.arange(1500, dtype=torch.int64), 0).numpy()
+    rows, cols = np.triu_indices(len(weights), 1)
+    sums = weights[rows] + weights[cols]
+    order = np.argsort(sums, kind="stable")
+    same = np.flatnonzero(sums[order][1:] == sums[order][:-1])
+    pairs = next(
+        (int(order[i]), int(order[i + 1]))
+        for i in same
+        if len({rows[order[i]], cols[order[i]], rows[order[i + 1]], cols[order[i + 1]]}) == 4
+    )
+    (a, e), (b, c) = [(int(rows[k]), int(cols[k])) for k in pairs]
+    words = torch.randint(-(2**20), 2**20, (1500,), generator=torch.Generator().manual_seed(3), dtype=torch.int32)
+    forged = words.clone()
+    forged[[a, e]] += 12345
+    forged[[b, c]] -= 12345
+
+    def sums_of(tensor, key):
+        return device_sums(tensor.view(torch.uint8), key)
+
+    assert sums_of(forged, 0) == sums_of(words, 0)  # balanced: the public weights cannot tell
+    key = secret_key()
+    assert key and sums_of(forged, key) != sums_of(words, key)
