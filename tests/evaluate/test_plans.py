@@ -973,6 +973,22 @@ def test_an_op_that_clamps_its_argument_in_place_unannounced_counts_it_written()
     assert [id(t) for t, _ in _written(saturate, [weight], {}, result)] == [id(weight)]
 
 
+def test_an_in_place_op_by_its_name_whose_schema_marks_nothing_written_writes_its_first_tensor():
+    """Written against red-team round 22's version (cheat
+    ``tests/cheats/triton/r22_undeclared_renorm_write.py``): ``_no_grad_embedding_renorm_``
+    scales rows of its ``weight`` in place, its schema marking nothing written and its
+    result the weight itself, so nothing counted as written and a timed call pinned
+    nothing of what it did (torch normalised a softmax's rows there)."""
+    from kz_core.evaluate.plans import _written
+
+    renorm = torch.ops.aten._no_grad_embedding_renorm_.default
+    weight, rows = torch.randn(4, 3) * 10, torch.arange(4)
+    before = weight.clone()
+    result = renorm(weight, rows, 1.0, 1.0)
+    assert not torch.equal(weight, before)  # it did write there
+    assert [id(t) for t, _ in _written(renorm, [weight, rows, 1.0, 1.0], {}, result)] == [id(weight)]
+
+
 def test_a_tensor_made_from_python_data_in_forward_is_made_afresh_each_call():
     """Written against over-rejection probe 12's version: ``torch.tensor(0.0)`` (also
     ``as_tensor``, ``new_tensor``) is made outside the dispatcher, so the recorder saw it
