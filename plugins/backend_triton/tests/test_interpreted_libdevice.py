@@ -63,3 +63,35 @@ def test_the_functions_keep_the_names_and_module_kernels_may_use():
     for module in (libdevice, cuda_libdevice):
         assert module.tanh.__module__ == module.__name__ and module.tanh.__name__ == "tanh"
     assert not hasattr(libdevice, "fmax")  # nothing the library lacks is invented
+
+
+DOT_SOURCE = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def dot_kernel(a_ptr, b_ptr, out_ptr, N: tl.constexpr):
+        rows = tl.arange(0, N)[:, None]
+        cols = tl.arange(0, N)[None, :]
+        a = tl.load(a_ptr + rows * N + cols)
+        b = tl.load(b_ptr + rows * N + cols)
+        tl.store(out_ptr + rows * N + cols, tl.dot(a, b))
+    """
+)
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="Triton was imported without its interpreter in this process")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_a_dot_of_bfloat16_tiles_multiplies_their_values_under_the_interpreter(dtype, tmp_path):
+    """Written against over-rejection probe 13: the interpreter multiplied bfloat16's bit
+    patterns as integers (a 16 x 16 product off by 1e10), so honest bfloat16 GEMM and
+    attention kernels were ``incorrect`` on a CPU."""
+    interpreted_libdevice.install()
+    kernels = extract_kernels(DOT_SOURCE, str(tmp_path / "candidate.py"))
+    generator = torch.Generator().manual_seed(5)
+    a, b = (torch.randn(16, 16, generator=generator).to(dtype) for _ in range(2))
+    out = torch.empty(16, 16, dtype=torch.float32)
+    kernels["dot_kernel"][(1,)](a, b, out, N=16)
+    torch.testing.assert_close(out, a.float() @ b.float(), atol=1e-4, rtol=1e-4)
