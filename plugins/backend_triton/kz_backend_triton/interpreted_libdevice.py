@@ -204,6 +204,9 @@ def install() -> None:
                 wrapped.__module__ = module.__name__  # kernels may use what triton.language offers
                 setattr(module, name, wrapped)
     _mend_bfloat16_dot()
+    from kz_backend_triton import interpreted_bfloat16
+
+    interpreted_bfloat16.install()  # bfloat16 arithmetic, which the interpreter does on bit patterns
     _installed = True
 
 

@@ -95,3 +95,47 @@ def test_a_dot_of_bfloat16_tiles_multiplies_their_values_under_the_interpreter(d
     out = torch.empty(16, 16, dtype=torch.float32)
     kernels["dot_kernel"][(1,)](a, b, out, N=16)
     torch.testing.assert_close(out, a.float() @ b.float(), atol=1e-4, rtol=1e-4)
+
+
+BFLOAT16_SOURCE = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def bf16_kernel(x_ptr, y_ptr, out_ptr, sums_ptr, arg_ptr, N: tl.constexpr):
+        rows = tl.arange(0, N)[:, None]
+        cols = tl.arange(0, N)[None, :]
+        x = tl.load(x_ptr + rows * N + cols)
+        y = tl.load(y_ptr + rows * N + cols)
+        z = x + y * 0.5
+        z = tl.where(z > 0, z, z * 0.1) * (x < y).to(tl.bfloat16) - (-x)
+        tl.store(out_ptr + rows * N + cols, tl.fma(z, x, y))
+        tl.store(sums_ptr + tl.arange(0, N), tl.sum(x, axis=1))
+        tl.store(arg_ptr + tl.arange(0, N), tl.argmax(y, axis=1))
+    """
+)
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="Triton was imported without its interpreter in this process")
+def test_bfloat16_arithmetic_comparisons_casts_and_reductions_use_values_under_the_interpreter(tmp_path):
+    """Written against over-rejection probe 14: the interpreter did bfloat16 arithmetic,
+    comparisons, bool-to-bfloat16 casts, sums and argmax on the 16-bit patterns as
+    integers (NaN, 1e37, every negative value above zero), so honest bfloat16 kernels were
+    ``incorrect`` on a CPU."""
+    interpreted_libdevice.install()
+    kernels = extract_kernels(BFLOAT16_SOURCE, str(tmp_path / "candidate.py"))
+    generator = torch.Generator().manual_seed(9)
+    x, y = (torch.randn(16, 16, generator=generator).to(torch.bfloat16) for _ in range(2))
+    out = torch.empty(16, 16, dtype=torch.bfloat16)
+    sums = torch.empty(16, dtype=torch.bfloat16)
+    arg = torch.empty(16, dtype=torch.int32)
+    kernels["bf16_kernel"][(1,)](x, y, out, sums, arg, N=16)
+    xf, yf = x.float(), y.float()
+    z = xf + (yf * 0.5).bfloat16().float()
+    z = z.bfloat16().float()
+    z = torch.where(z > 0, z, (z * 0.1).bfloat16().float()) * (xf < yf).float() + xf
+    torch.testing.assert_close(out.float(), z.bfloat16().float() * xf + yf, atol=0.1, rtol=0.05)
+    torch.testing.assert_close(sums.float(), xf.sum(dim=1), atol=0.1, rtol=0.02)
+    assert torch.equal(arg.long(), yf.argmax(dim=1))
