@@ -10,7 +10,8 @@ GPU (over-rejection probe 14: six such candidates). :func:`install` widens bfloa
 operands to the float32 values they stand for (exactly), computes, and rounds a bfloat16
 result back to nearest even, as the GPU's conversion does: in the builder's binary, unary
 and ternary operations (a select only moves patterns, and is left as it is), its fused
-multiply-add, its conversions, and the fast paths of its reductions and scans.
+multiply-add, its conversions, the fast paths of its reductions and scans, and ``tl.dot``
+(whose bfloat16 tiles' product was off by 1e10: probe 13).
 
 Not mended: ``tl.atomic_add`` on a bfloat16 pointer, which the interpreter refuses
 (``Unsupported data type``; a ``runtime_error`` on a CPU), and ``libdevice`` on bfloat16,
@@ -129,5 +130,15 @@ def install() -> None:
             return outputs if isinstance(returned, (list, tuple)) else outputs[0]
 
         operations.apply_impl = mended_apply
+
+    create_dot = builder.create_dot
+
+    def mended_dot(self: Any, a: Any, b: Any, d: Any, *rest: Any) -> Any:
+        # Probe 13: a 16 x 16 product of bfloat16 tiles was off by 1e10.
+        if (is_bf16(a) or is_bf16(b)) and not is_bf16(d):
+            a, b = (handle(widen(v.data), tl.float32) if is_bf16(v) else v for v in (a, b))
+        return create_dot(self, a, b, d, *rest)
+
+    builder.create_dot = mended_dot
     builder._kz_bfloat16 = True
     _installed = True

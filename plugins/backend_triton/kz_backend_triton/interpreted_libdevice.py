@@ -11,11 +11,8 @@ CPU in the argument's precision, as the library computes them in its own): the s
 calls that compile on a GPU run under the interpreter. Bit-level and integer helpers
 (``popc``, ``byte_perm``, rounding-mode conversions) are left as they are.
 
-:func:`install` also mends the interpreter's ``tl.dot`` of bfloat16 tiles: the interpreter
-keeps bfloat16 as its 16-bit patterns (``uint16`` arrays) and multiplied those as
-integers (Triton 3.9: a 16 x 16 product off by 1e10), so every honest bfloat16 GEMM or
-attention kernel was ``incorrect`` on a CPU (over-rejection probe 13). The patterns are
-widened to the float32 values they stand for, exactly, before the product.
+:func:`install` also installs :mod:`kz_backend_triton.interpreted_bfloat16`: the
+interpreter computes on bfloat16's bit patterns as integers (``tl.dot`` included).
 
 Installed in the processes that run kernels under the interpreter (candidate workers and
 executors); trusted code: it reads the interpreter's arrays and computes with torch.
@@ -203,36 +200,7 @@ def install() -> None:
                 wrapped = _wrap(name, function, kind)
                 wrapped.__module__ = module.__name__  # kernels may use what triton.language offers
                 setattr(module, name, wrapped)
-    _mend_bfloat16_dot()
     from kz_backend_triton import interpreted_bfloat16
 
     interpreted_bfloat16.install()  # bfloat16 arithmetic, which the interpreter does on bit patterns
     _installed = True
-
-
-def _mend_bfloat16_dot() -> None:
-    """``tl.dot`` of bfloat16 tiles multiplies their values, not their bit patterns."""
-    import numpy as np
-    import triton.language as tl
-
-    try:
-        from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
-    except ImportError:  # pragma: no cover - a Triton without this interpreter
-        return
-    original = InterpreterBuilder.create_dot
-    if getattr(original, "_kz_bfloat16", False):
-        return
-
-    def widened(handle: Any) -> Any:
-        if handle.dtype.scalar != tl.bfloat16:
-            return handle
-        bits = np.asarray(handle.data).astype(np.uint32) << np.uint32(16)  # bfloat16 is float32's upper half
-        return TensorHandle(bits.view(np.float32), tl.float32)
-
-    def create_dot(self: Any, a: Any, b: Any, d: Any, *rest: Any) -> Any:
-        if tl.bfloat16 in (a.dtype.scalar, b.dtype.scalar) and d.dtype.scalar != tl.bfloat16:
-            a, b = widened(a), widened(b)
-        return original(self, a, b, d, *rest)
-
-    create_dot._kz_bfloat16 = True  # type: ignore[attr-defined]
-    InterpreterBuilder.create_dot = create_dot
