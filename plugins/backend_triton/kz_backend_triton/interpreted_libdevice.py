@@ -11,8 +11,10 @@ CPU in the argument's precision, as the library computes them in its own): the s
 calls that compile on a GPU run under the interpreter. Bit-level and integer helpers
 (``popc``, ``byte_perm``, rounding-mode conversions) are left as they are.
 
-:func:`install` also installs :mod:`kz_backend_triton.interpreted_bfloat16`: the
-interpreter computes on bfloat16's bit patterns as integers (``tl.dot`` included).
+:func:`install` also installs :mod:`kz_backend_triton.interpreted_bfloat16` (the
+interpreter computes on bfloat16's bit patterns as integers, ``tl.dot`` included) and
+:mod:`kz_backend_triton.interpreted_semantics` (``a and b`` of mask tensors, a dtype's
+``value``).
 
 Installed in the processes that run kernels under the interpreter (candidate workers and
 executors); trusted code: it reads the interpreter's arrays and computes with torch.
@@ -200,7 +202,8 @@ def install() -> None:
                 wrapped = _wrap(name, function, kind)
                 wrapped.__module__ = module.__name__  # kernels may use what triton.language offers
                 setattr(module, name, wrapped)
-    from kz_backend_triton import interpreted_bfloat16
+    from kz_backend_triton import interpreted_bfloat16, interpreted_semantics
 
     interpreted_bfloat16.install()  # bfloat16 arithmetic, which the interpreter does on bit patterns
+    interpreted_semantics.install()  # `a and b` of masks, a dtype's `value`
     _installed = True

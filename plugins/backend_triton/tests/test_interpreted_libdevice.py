@@ -139,3 +139,48 @@ def test_bfloat16_arithmetic_comparisons_casts_and_reductions_use_values_under_t
     torch.testing.assert_close(out.float(), z.bfloat16().float() * xf + yf, atol=0.1, rtol=0.05)
     torch.testing.assert_close(sums.float(), xf.sum(dim=1), atol=0.1, rtol=0.02)
     assert torch.equal(arg.long(), yf.argmax(dim=1))
+
+
+SEMANTICS_SOURCE = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def lowest(dtype):
+        dtype_ = dtype.value
+        if dtype_.is_floating():
+            value: tl.constexpr = float("-inf")
+            return value
+        return 0
+
+
+    @triton.jit
+    def masked_copy_kernel(x_ptr, out_ptr, best_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        m = tl.arange(0, BLOCK_M)[:, None]
+        n = tl.arange(0, BLOCK_N)[None, :]
+        mask = m < M and n < N
+        x = tl.load(x_ptr + m * N + n, mask=mask, other=lowest(x_ptr.type.element_ty))
+        tl.store(out_ptr + m * N + n, x, mask=mask)
+        tl.store(out_ptr + m * N + n, tl.zeros_like(x) - 1.0, mask=(m >= M or n >= N) and m < M and n < N)
+        tl.store(best_ptr, tl.max(tl.max(x, axis=1), axis=0))
+    """
+)
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="Triton was imported without its interpreter in this process")
+def test_and_of_mask_tensors_and_a_dtypes_value_mean_what_they_mean_compiled(tmp_path):
+    """Written against over-rejection probe 15 (FlagGems' cumsum and argmax): the
+    interpreter ran ``m < M and n < N`` as Python, which returned the column mask alone,
+    so masked-off rows were loaded and stored out of bounds; and a jit helper reading
+    ``dtype.value`` failed (``'dtype' object has no attribute 'value'``)."""
+    interpreted_libdevice.install()
+    kernels = extract_kernels(SEMANTICS_SOURCE, str(tmp_path / "candidate.py"))
+    x = torch.randn(3, 100)
+    out = torch.zeros(8, 128)  # room for every lane: a lost row mask writes rows 3 to 7
+    best = torch.empty(1)
+    kernels["masked_copy_kernel"][(1,)](x, out, best, 3, 100, BLOCK_M=8, BLOCK_N=128)
+    assert torch.equal(out.view(-1)[:300].view(3, 100), x)
+    assert torch.count_nonzero(out.view(-1)[300:]) == 0
+    assert best.item() == x.max().item()

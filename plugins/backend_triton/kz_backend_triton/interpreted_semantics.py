@@ -1,0 +1,76 @@
+"""Two pieces of Triton's language that its CPU interpreter runs as plain Python.
+
+- ``a and b`` / ``a or b`` of tensors (FlagGems writes its masks so: ``mask =
+  m[:, None] < M and n[None, :] < N``). The compiler makes an element-wise logical and;
+  the interpreter ran Python's ``and``, which takes a block tensor as true and returns
+  ``b`` alone: the row mask was lost, masked-off rows were loaded and stored out of
+  bounds, and the worker's heap was corrupted (``worker_died``). :func:`install` gives
+  the interpreter's source rewriter a ``visit_BoolOp``: where an operand is a tensor,
+  every operand is evaluated and they are joined by ``logical_and`` / ``logical_or``, as
+  compiled; other operands keep Python's short-circuit (a constexpr ``if A and B``).
+- ``dtype.value`` in a jit helper (FlagGems' ``get_dtype_min(dtype)``): compiled, a
+  dtype argument arrives as a ``constexpr`` whose ``value`` is the dtype; the interpreter
+  passes the bare dtype, which has no ``value``. Under the interpreter a dtype's
+  ``value`` is itself.
+
+Over-rejection probe 15 (real published kernels): three FlagGems kernels failed so on a
+CPU. Installed with the libdevice math (``interpreted_libdevice.install``) in the
+processes that run kernels under the interpreter; trusted code.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable
+
+_installed = False
+
+#: The helper's name in a rewritten kernel's globals (the interpreter copies its own
+#: module's globals into every kernel it rewrites).
+HELPER = "_kz_interpreted_bool_op"
+
+
+def bool_op(left: Any, right: Callable[[], Any], is_and: bool) -> Any:
+    """``left and right()`` (or ``or``) with Triton's meaning for tensors."""
+    import triton.language as tl
+
+    if isinstance(left, tl.tensor):
+        value = right()
+        if isinstance(value, tl.tensor) or left.type.is_block():
+            return left.logical_and(value) if is_and else left.logical_or(value)
+        return (left if not left else value) if is_and else (left if left else value)
+    if is_and:
+        return right() if left else left
+    return left if left else right()
+
+
+def install() -> None:
+    """Patch the interpreter's source rewriter and ``tl.dtype`` (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    import triton.language as tl
+
+    try:
+        from triton.runtime import interpreter
+    except ImportError:  # pragma: no cover - a Triton without this interpreter
+        return
+    transformer = getattr(interpreter, "ASTTransformer", None)
+    if transformer is not None and not hasattr(transformer, "visit_BoolOp"):
+
+        def visit_BoolOp(self: Any, node: ast.BoolOp) -> Any:
+            node = self.generic_visit(node)
+            is_and = isinstance(node.op, ast.And)
+            expression = node.values[0]
+            for value in node.values[1:]:
+                thunk = ast.Lambda(
+                    args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]), body=value
+                )
+                expression = ast.Call(func=ast.Name(id=HELPER, ctx=ast.Load()), args=[expression, thunk, ast.Constant(value=is_and)], keywords=[])
+            return ast.copy_location(expression, node)
+
+        transformer.visit_BoolOp = visit_BoolOp
+        setattr(interpreter, HELPER, bool_op)
+    if not hasattr(tl.dtype, "value"):
+        tl.dtype.value = property(lambda self: self)
+    _installed = True
