@@ -15,9 +15,9 @@ import ctypes
 import functools
 import hashlib
 import json
+import os
 import random
 import resource
-import os
 import secrets
 import sys
 import traceback

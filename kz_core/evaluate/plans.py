@@ -1271,8 +1271,8 @@ def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any
         # An in-place op by its name whose schema marks nothing written
         # (``_no_grad_embedding_renorm_(Tensor weight, ...) -> Tensor`` scales rows of
         # ``weight``; red-team round 22): its first tensor argument counts as written.
-        first = next((tensor_leaves(_bound(args, kwargs, i, a.name)) for i, a in enumerate(schema.arguments) if tensor_leaves(_bound(args, kwargs, i, a.name))), [])
-        written += [(tensor, False) for tensor in first]
+        leaves = (tensor_leaves(_bound(args, kwargs, i, a.name)) for i, a in enumerate(schema.arguments))
+        written += [(tensor, False) for tensor in next((found for found in leaves if found), [])]
     if schema.name.split("::")[1] in _UNDECLARED_WRITES:
         # Batch norm's running statistics (in training) and the like, updated in place though
         # the schema does not say so: what the step wrote there is pinned, followed and

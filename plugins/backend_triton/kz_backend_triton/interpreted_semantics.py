@@ -23,8 +23,6 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
-_installed = False
-
 #: The helper's name in a rewritten kernel's globals (the interpreter copies its own
 #: module's globals into every kernel it rewrites).
 HELPER = "_kz_interpreted_bool_op"
@@ -45,10 +43,8 @@ def bool_op(left: Any, right: Callable[[], Any], is_and: bool) -> Any:
 
 
 def install() -> None:
-    """Patch the interpreter's source rewriter and ``tl.dtype`` (idempotent)."""
-    global _installed
-    if _installed:
-        return
+    """Patch the interpreter's source rewriter and ``tl.dtype`` (idempotent: each patch
+    only where the attribute is absent)."""
     import triton.language as tl
 
     try:
@@ -73,4 +69,3 @@ def install() -> None:
         setattr(interpreter, HELPER, bool_op)
     if not hasattr(tl.dtype, "value"):
         tl.dtype.value = property(lambda self: self)
-    _installed = True
