@@ -134,6 +134,60 @@ def test_the_evaluator_reserves_the_configured_footprints_for_a_large_problem(tm
             evaluator.device = "cpu"
 
 
+def test_the_last_attempt_alone_holds_the_gpu_lock_exclusive_and_ends_idle_workers(tmp_path):
+    """Written against the version whose attempt alone held only the whole budget: on an
+    80 GB H100 honest copies of three KernelBench level-1 problems ran out of memory again
+    beside small problems' candidates (which reserve nothing) and 32 workers' CUDA
+    contexts. The last attempt now holds the GPU lock exclusive, so that no other
+    candidate's GPU work runs beside it, and ends every idle worker first."""
+    import threading
+    import time
+
+    from kz_core.config import EvalConfig
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.references import ReferenceRecord
+    from kz_core.model import Problem
+
+    config = EvalConfig(device="cpu", workers=2, scratch_dir=str(tmp_path))
+    with Evaluator([Problem("p", "x = 1")], config) as evaluator:
+        small = ReferenceRecord(trials={1: {"input_bytes": 1 << 20, "output_meta": []}})
+        evaluator._candidate_pool.warm_up(2)
+        started = evaluator._candidate_pool.started
+        evaluator.device, evaluator._memory = "cuda:0", MemoryBudget(100 << 30)  # as on a GPU, without one
+        events: list[str] = []
+        try:
+            evaluator._alone.on = 1  # the second attempt: the budget, the GPU lock as before
+            with evaluator._reservation(small) as held:
+                assert held == 100 << 30 and not evaluator._gpu.held_exclusive()
+                assert evaluator._candidate_pool._idle.qsize() == 2
+            evaluator._alone.on = 2  # the last
+            with evaluator._reservation(small) as held:
+                assert held == 100 << 30 and evaluator._gpu.held_exclusive()
+                assert evaluator._candidate_pool._idle.qsize() == 0 and evaluator._candidate_pool._live == 0
+                with evaluator._gpu.shared(), evaluator._gpu.exclusive():  # its own takes inside cost nothing
+                    pass
+
+                def neighbour() -> None:
+                    with evaluator._gpu.shared():
+                        events.append("neighbour on the GPU")
+
+                other = threading.Thread(target=neighbour)
+                other.start()
+                time.sleep(0.3)
+                events.append("alone done")
+            other.join(timeout=30)
+            assert events == ["alone done", "neighbour on the GPU"]
+            assert not evaluator._gpu.held_exclusive() and evaluator._memory.used == 0
+            evaluator._alone.on = 0
+            with evaluator._reservation(small) as held:
+                assert held == 0 and not evaluator._gpu.held_exclusive()  # below eval.large_problem_mb, as before
+        finally:
+            evaluator._alone.on = 0
+            evaluator.device = "cpu"
+        with evaluator._candidate_pool.acquire() as worker:  # a worker is started again when needed
+            assert not worker.retired and evaluator._candidate_pool.started == started + 1
+
+
 def test_reservation_settings_are_checked():
     from kz_core.config import ConfigError, load_config
 
@@ -284,13 +338,14 @@ def _one_problem_evaluator(tmp_path):
 
 def _evaluated(evaluator, results):
     """``evaluator.evaluate_one`` of a candidate whose evaluations (``_evaluate``) give
-    ``results`` in turn: whether each attempt ran alone, and the result."""
+    ``results`` in turn: how alone each attempt ran (``Evaluator._alone_level``), and the
+    result."""
     from kz_core.model import Candidate
 
-    attempts: list[bool] = []
+    attempts: list[int] = []
 
     def fake(candidate, compile_only=False):
-        attempts.append(evaluator._running_alone())
+        attempts.append(evaluator._alone_level())
         return results[len(attempts) - 1]
 
     evaluator._evaluate = fake
@@ -312,11 +367,17 @@ def test_a_candidate_that_met_a_full_gpu_is_evaluated_again_alone(tmp_path):
 
     with _one_problem_evaluator(tmp_path) as evaluator:
         attempts, result = _evaluated(evaluator, [failed, passed])
-        assert attempts == [False, True] and not evaluator._running_alone()
+        assert attempts == [0, 1] and not evaluator._running_alone()
         assert result.verdict is Verdict.CORRECT and any(f.check == "gpu_memory" for f in result.findings)
-        attempts, result = _evaluated(evaluator, [failed, failed, failed])
+        attempts, result = _evaluated(evaluator, [failed, failed, passed])
+        assert attempts == [0, 1, 2] and result.verdict is Verdict.CORRECT  # last with the GPU to itself
+        assert [f.message for f in result.findings if f.check == "gpu_memory"] == [
+            "evaluated a third time with the GPU to itself (no other candidate's work beside it, idle workers ended): "
+            "the second attempt ran out of GPU memory too"
+        ]
+        attempts, result = _evaluated(evaluator, [failed, failed, failed, failed])
         assert result.verdict is Verdict.RUNTIME_ERROR
-        assert len(attempts) == 2  # once more, not forever
+        assert attempts == [0, 1, 2]  # twice more, not forever
 
 
 @pytest.mark.parametrize(
@@ -346,7 +407,7 @@ def test_a_correct_candidate_timed_with_less_for_want_of_memory_is_evaluated_aga
 
     with _one_problem_evaluator(tmp_path) as evaluator:
         attempts, result = _evaluated(evaluator, [weaker, graph])
-        assert attempts == [False, True]
+        assert attempts == [0, 1]
         assert [f.check for f in result.findings] == ["gpu_memory"]
 
 
