@@ -13,11 +13,14 @@ and ternary operations (a select only moves patterns, and is left as it is), its
 multiply-add, its conversions, the fast paths of its reductions and scans, and ``tl.dot``
 (whose bfloat16 tiles' product was off by 1e10: probe 13).
 
-Not mended: ``tl.atomic_add`` on a bfloat16 pointer, which the interpreter refuses
-(``Unsupported data type``; a ``runtime_error`` on a CPU), and ``libdevice`` on bfloat16,
-which the GPU compiler refuses too. Installed with the libdevice math
-(``interpreted_libdevice.install``) in the processes that run kernels under the
-interpreter; trusted code.
+The interpreter's atomics refused bfloat16 (``Unsupported data type``: a ``runtime_error``
+on a CPU for an honest kernel that accumulates bfloat16 with ``tl.atomic_add``). A
+bfloat16 add is now done here, element by element in order (two lanes of one block on one
+address both count, as on a GPU), on the float32 values, rounded back to nearest even;
+the old values are returned. Triton refuses bfloat16 in every other atomic, compiled
+too. Not mended: ``libdevice`` on bfloat16, which the GPU compiler refuses too.
+Installed with the libdevice math (``interpreted_libdevice.install``) in the processes
+that run kernels under the interpreter; trusted code.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Any
 def install() -> None:
     """Patch the interpreter's builder, reductions and scans (idempotent: the builder
     carries a mark)."""
+    import ctypes
+
     import numpy as np
     import torch
     import triton.language as tl
@@ -135,4 +140,26 @@ def install() -> None:
         return create_dot(self, a, b, d, *rest)
 
     builder.create_dot = mended_dot
+
+    create_atomic_rmw = builder.create_atomic_rmw
+    rmw = interpreter._interpreter.RMW_OP
+    combines = {rmw.ADD: np.add, rmw.FADD: np.add}  # Triton refuses bfloat16 in every other atomic
+
+    def mended_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
+        combine = combines.get(self.ir_rmw_op_to_interpreter_rmw_op.get(op)) if is_bf16(val) else None
+        if combine is None:
+            return create_atomic_rmw(self, op, ptr, val, mask, sem, scope)
+        addresses = np.asarray(ptr.data)
+        shape = addresses.shape
+        values = np.broadcast_to(widen(val.data), shape)
+        live = np.broadcast_to(np.asarray(mask.data, dtype=bool), shape) if mask is not None else np.ones(shape, dtype=bool)
+        old = np.zeros(shape, dtype=np.uint16)
+        for index in np.ndindex(shape):
+            if live[index]:
+                cell = ctypes.c_uint16.from_address(int(addresses[index]))
+                old[index] = cell.value
+                cell.value = int(narrow(combine(widen(np.uint16(cell.value)), values[index])).reshape(-1)[0])
+        return handle(old, bf16)
+
+    builder.create_atomic_rmw = mended_atomic_rmw
     builder._kz_bfloat16 = True

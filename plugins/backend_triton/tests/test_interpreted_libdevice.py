@@ -184,3 +184,40 @@ def test_and_of_mask_tensors_and_a_dtypes_value_mean_what_they_mean_compiled(tmp
     assert torch.equal(out.view(-1)[:300].view(3, 100), x)
     assert torch.count_nonzero(out.view(-1)[300:]) == 0
     assert best.item() == x.max().item()
+
+
+ATOMIC_SOURCE = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def bf16_atomics_kernel(x_ptr, sums_ptr, slot_ptr, old_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+        tl.atomic_add(sums_ptr + offsets % 4, x, mask=mask)
+        old = tl.atomic_add(slot_ptr + tl.program_id(0), tl.sum(x, axis=0))
+        tl.store(old_ptr + tl.program_id(0), old)
+    """
+)
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="Triton was imported without its interpreter in this process")
+def test_bfloat16_atomics_add_their_values_under_the_interpreter(tmp_path):
+    """Written against the interpreter's atomics, which refused bfloat16 (``Unsupported
+    data type``): an honest kernel accumulating bfloat16 with ``tl.atomic_add`` was a
+    ``runtime_error`` on a CPU. Lanes of one block on one address each count, as on a GPU,
+    and the old values come back."""
+    interpreted_libdevice.install()
+    kernels = extract_kernels(ATOMIC_SOURCE, str(tmp_path / "candidate.py"))
+    x = torch.randn(60, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
+    sums = torch.zeros(4, dtype=torch.bfloat16)
+    slots = torch.full((4,), 2.5, dtype=torch.bfloat16)
+    old = torch.zeros(4, dtype=torch.bfloat16)
+    kernels["bf16_atomics_kernel"][(4,)](x, sums, slots, old, 60, BLOCK=16)
+    xf = x.float()
+    torch.testing.assert_close(sums.float(), torch.stack([xf[i::4].sum() for i in range(4)]), atol=0.1, rtol=0.03)
+    assert torch.equal(old.float(), torch.full((4,), 2.5))
+    torch.testing.assert_close(slots.float(), 2.5 + torch.stack([xf[16 * i : 16 * i + 16].sum() for i in range(4)]), atol=0.1, rtol=0.03)
