@@ -8,13 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hypothesis
 import pytest
 import torch
 from hypothesis import given, settings
 
 from kz_core.config import load_config
 from kz_core.evaluate import execution
-from kz_core.fuzz import FuzzExample, FuzzFailure, FuzzSession, _special_sizes, examples, fuzz_candidate, sizes
+from kz_core.fuzz import DTYPES, FuzzExample, FuzzFailure, FuzzSession, _special_sizes, examples, fuzz_candidate, sizes
 from kz_core.model import Candidate
 from kz_core.problems import load_problems
 
@@ -68,7 +69,7 @@ def test_fuzz_inputs_are_deterministic_and_keep_shapes(example):
     x = first[0]
     assert x.shape == (example.overrides.get("rows", 64), example.overrides.get("cols", 257))
     assert x.dtype == (getattr(torch, example.dtype) if example.dtype else torch.float32)
-    assert example.dtype != "bfloat16"  # the CPU interpreter mishandles it
+    assert example.dtype in DTYPES  # bfloat16 too: kz mends the interpreter's bfloat16
     if example.layout != "contiguous":
         assert not x.is_contiguous() or x.numel() <= 1 or min(x.shape) == 1
     if example.distribution == "zeros":
@@ -115,6 +116,19 @@ def test_session_check_for_users_own_hypothesis_tests():
         session.check(FuzzExample(overrides={"n": 100}, seed=1))
         with pytest.raises(FuzzFailure, match="n=6000"):
             session.check(FuzzExample(overrides={"n": 6000}, seed=1))
+
+
+def test_an_honest_kernel_passes_bfloat16_examples_on_the_cpu():
+    """Triton's interpreter computed bfloat16 on its bit patterns (an honest bfloat16
+    softmax came out wrong on a CPU) and refused its atomics; with kz's mends an honest
+    kernel passes bfloat16 examples there, so a CPU's fuzzing now draws them (written
+    against the version that left them out)."""
+    found = hypothesis.find(examples(PROBLEMS["3_row_softmax"], dtypes=True, device="cpu"), lambda example: example.dtype == "bfloat16")
+    assert found.dtype == "bfloat16"
+    softmax = (REPO / "examples" / "candidates" / "triton" / "3_row_softmax.py").read_text()
+    with FuzzSession(PROBLEMS["3_row_softmax"], Candidate("3_row_softmax", "triton", softmax), cpu_config()) as session:
+        for seed in range(3):
+            session.check(FuzzExample(overrides={"rows": 5, "cols": 33 + seed}, dtype="bfloat16", seed=seed))
 
 
 # Unstable (no max subtraction) unless a peek at eight input elements, outside torch's

@@ -24,10 +24,12 @@ from kz_core.evaluate.replies import validate_trials
 from kz_core.evaluate.variants import size_constants
 from kz_core.model import Candidate, Finding, Problem, Severity
 
-#: Input dtypes tried besides the problem's own (None), when dtypes are fuzzed. Triton's
-#: CPU interpreter mishandles bfloat16, so on a CPU it is left out.
+#: Input dtypes tried besides the problem's own (None), when dtypes are fuzzed. On a CPU
+#: too: Triton's interpreter computed bfloat16 on its bit patterns and refused its atomics
+#: until kz mended it (``kz_backend_triton.interpreted_bfloat16``), and bfloat16 was left
+#: out there until then.
 DTYPES = (None, "float64", "float16", "bfloat16")
-CPU_DTYPES = (None, "float64", "float16")
+CPU_DTYPES = DTYPES
 
 #: Seconds of shrinking after the first failure; then the smallest failing example so far
 #: is reported (each attempt on a crashing kernel costs a fresh worker).
