@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kz_core.evaluate.recording import PLAN_VERSION
+from kz_core.evaluate.recording import PLAN_VERSION, is_composite
 
 #: Limits on a plan from the candidate's process.
 MAX_STEPS = 20_000
@@ -407,6 +407,12 @@ def resolve_operator(op: Sequence[str]) -> Any:
     # which the lineage (one storage, one memory) cannot follow; no wrapper needs them.
     if any(argument.name == "filename" for argument in overload_fn._schema.arguments):
         raise PlanError(f"aten::{name} opens a file, which a plan may not do")
+    if is_composite(overload_fn):
+        # torch decomposes it before a recording sees it (a recording decomposes it under
+        # inference_mode too), so only a forged plan names one; run whole, it would write
+        # what its schema does not say (``instance_norm`` updates its running statistics
+        # through ``native_batch_norm``: red-team round 24's way past the checks).
+        raise PlanError(f"aten::{name}.{overload} is a composite operator; a plan names the operators torch decomposes it into")
     return overload_fn
 
 

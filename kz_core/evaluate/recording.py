@@ -40,6 +40,15 @@ TRACERS: list[Any] = []
 _records_plans = [False]
 
 
+def is_composite(operator: Any) -> bool:
+    """Whether torch runs ``operator`` as other operators (a ``CompositeImplicitAutograd``
+    kernel), which a dispatch mode sees instead of it but under ``torch.inference_mode``."""
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(operator.name(), "CompositeImplicitAutograd")
+    except RuntimeError:  # an operator the dispatcher does not know (``aten::save``)
+        return False
+
+
 def add_tracer(factory: Any) -> None:
     """Enter ``factory(recorder)`` (a context manager) around every recorded forward call
     of this process, once however often it is added (see :data:`TRACERS`)."""
@@ -410,6 +419,17 @@ class Recorder(TorchDispatchMode):
                 raise NotReplayable(f"the forward called the operator {func} (only torch's aten operators and Python custom operators can be replayed)")
             with self:
                 return implementation(*args, **kwargs)
+        if is_composite(func):
+            # Under torch.inference_mode the dispatcher hands a mode composite operators
+            # whole (linear, reshape, contiguous, instance_norm); elsewhere they arrive
+            # decomposed. They are recorded decomposed always, so that a plan never needs
+            # one (plans.resolve_operator refuses them: what one writes inside, as
+            # instance_norm writes its running statistics through native_batch_norm, its
+            # schema does not say; red-team round 24).
+            with self:
+                decomposed = func.decompose(*args, **kwargs)
+            if decomposed is not NotImplemented:
+                return decomposed
         if name == "lift_fresh" and args and self._refs.get(args[0]) is None and self._storage(_storage_key(args[0])) is None:
             # ``torch.tensor(0.0)``, ``as_tensor``, ``new_tensor``: made outside the
             # dispatcher from Python data, so a constant of the plan, which lives as long as
