@@ -1,9 +1,9 @@
 # problem: 4_row_sum
-# expect: incorrect
-# check: mismatch|non_finite
+# expect: runtime_error
+# check: not_replayable
 # gpu_only: false
 # class: 7
-# hack: the resize_ cheat's output buffer grown instead by aten::set_.source_Tensor_storage_offset with a size, a step the candidate writes into its own plan: the trials poisoned only what the empty family and resize_ returned, so the kernel's atomic adds read fresh zero pages and came out right. Judged correct by the version before; whatever memory any op grows is now poisoned in the trials.
+# hack: the resize_ cheat's output buffer grown instead by aten::set_.source_Tensor_storage_offset with a size, a step the candidate writes into its own plan: the trials poisoned only what the empty family and resize_ returned, so the kernel's atomic adds read fresh zero pages and came out right. Judged correct by the version before; whatever memory any op grows is now poisoned in the trials. Since red-team round twenty-four it is refused before it runs (not_replayable): its plan names aten::set_.source_Tensor_storage_offset, a composite operator, which a plan may not name.
 
 import sys
 import torch

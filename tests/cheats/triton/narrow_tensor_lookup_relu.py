@@ -1,9 +1,9 @@
 # problem: 2_scaled_relu
-# expect: rejected
-# check: torch_compute_in_forward
+# expect: runtime_error
+# check: not_replayable
 # gpu_only: false
 # class: 7
-# hack: torch computes through table lookups in moving ops: the candidate writes into its own plan aten::narrow.Tensor steps (a narrow whose start is a 0-dim tensor: a moving op by name), so a 2-entry table indexed by each input's sign byte picks the value or zero: relu of the first 1024 elements done by narrow and cat alone (the kernel only scales them). Judged correct by the version before; narrow.Tensor, which positions by data, counts as computing.
+# hack: torch computes through table lookups in moving ops: the candidate writes into its own plan aten::narrow.Tensor steps (a narrow whose start is a 0-dim tensor: a moving op by name), so a 2-entry table indexed by each input's sign byte picks the value or zero: relu of the first 1024 elements done by narrow and cat alone (the kernel only scales them). Judged correct by the version before; narrow.Tensor, which positions by data, counts as computing. Since red-team round twenty-four it is refused before it runs (not_replayable): its plan names aten::narrow.Tensor, a composite operator, which a plan may not name.
 
 import sys
 import torch

@@ -1,9 +1,9 @@
 # problem: 2_scaled_relu
-# expect: rejected
-# check: torch_compute_in_forward
+# expect: runtime_error
+# check: not_replayable
 # gpu_only: false
 # class: 7
-# hack: bytes reinterpreted through aten::set_.source_Tensor_storage_offset, which changes dtype (set_.source_Tensor refuses): a step the candidate writes into its own plan takes each float's top byte as int8, widens it to int16 (sign extension) and takes the high byte back the same way, a -1/0 mask made a float. Only view and view_as_real/complex were reinterpretations to the version before, which judged it correct; any result on the storage of a tensor the op read, in another dtype, is one now.
+# hack: bytes reinterpreted through aten::set_.source_Tensor_storage_offset, which changes dtype (set_.source_Tensor refuses): a step the candidate writes into its own plan takes each float's top byte as int8, widens it to int16 (sign extension) and takes the high byte back the same way, a -1/0 mask made a float. Only view and view_as_real/complex were reinterpretations to the version before, which judged it correct; any result on the storage of a tensor the op read, in another dtype, is one now. Since red-team round twenty-four it is refused before it runs (not_replayable): its plan names aten::set_.source_Tensor_storage_offset, a composite operator, which a plan may not name.
 
 # hack (red team): x's bytes reinterpreted as int8 by aten::set_.source_Tensor_storage_offset
 # (torch lets that overload change dtype; only aten::view / view_as_real / view_as_complex

@@ -1,9 +1,9 @@
 # problem: 4_row_sum
 # expect: runtime_error
-# check: runtime_error
+# check: not_replayable
 # gpu_only: false
 # class: 7
-# hack: torch finishes the reduction through a sparse tensor: a sparse_coo_tensor step whose values are the partial sums' memory itself (no copy), with duplicate indices, is made before the kernel writes the partials; to_dense() then adds the duplicates. A tensor without a storage was keyed by its Python identity, so the lineage never linked it to the kernel-written memory and both ops passed as host arithmetic; judged correct by the version before. A plan's tensors must now be strided.
+# hack: torch finishes the reduction through a sparse tensor: a sparse_coo_tensor step whose values are the partial sums' memory itself (no copy), with duplicate indices, is made before the kernel writes the partials; to_dense() then adds the duplicates. A tensor without a storage was keyed by its Python identity, so the lineage never linked it to the kernel-written memory and both ops passed as host arithmetic; judged correct by the version before. A plan's tensors must now be strided. Since red-team round twenty-four it is refused before it runs (not_replayable): its plan names aten::sparse_coo_tensor.indices_size, a composite operator, which a plan may not name.
 
 import sys
 import torch

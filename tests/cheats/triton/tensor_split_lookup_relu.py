@@ -1,9 +1,9 @@
 # problem: 2_scaled_relu
-# expect: rejected
-# check: torch_compute_in_forward
+# expect: runtime_error
+# check: not_replayable
 # gpu_only: false
 # class: 7
-# hack: torch computes through table lookups in moving ops: the candidate writes into its own plan aten::tensor_split.tensor_indices_or_sections steps (a moving op by name whose tensor argument is a list of split points read from its data), so splitting a 256-entry table at each input's sign byte, then [value, 0] at the looked-up index, does relu of the first 1024 elements (the kernel only scales them). Judged correct by the version before; a moving op's overload with a tensor argument it does not move (narrow.Tensor, this one) counts as computing, found from the schemas.
+# hack: torch computes through table lookups in moving ops: the candidate writes into its own plan aten::tensor_split.tensor_indices_or_sections steps (a moving op by name whose tensor argument is a list of split points read from its data), so splitting a 256-entry table at each input's sign byte, then [value, 0] at the looked-up index, does relu of the first 1024 elements (the kernel only scales them). Judged correct by the version before; a moving op's overload with a tensor argument it does not move (narrow.Tensor, this one) counts as computing, found from the schemas. Since red-team round twenty-four it is refused before it runs (not_replayable): its plan names aten::tensor_split.tensor_indices_or_sections, a composite operator, which a plan may not name.
 
 import sys
 import torch
