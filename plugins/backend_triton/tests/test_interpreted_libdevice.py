@@ -221,3 +221,35 @@ def test_bfloat16_atomics_add_their_values_under_the_interpreter(tmp_path):
     torch.testing.assert_close(sums.float(), torch.stack([xf[i::4].sum() for i in range(4)]), atol=0.1, rtol=0.03)
     assert torch.equal(old.float(), torch.full((4,), 2.5))
     torch.testing.assert_close(slots.float(), 2.5 + torch.stack([xf[16 * i : 16 * i + 16].sum() for i in range(4)]), atol=0.1, rtol=0.03)
+
+
+NOT_SOURCE = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def not_mask_kernel(x_ptr, out_ptr, n, HAS_LIMIT: tl.constexpr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        inside = not (offsets >= n)
+        x = tl.load(x_ptr + offsets, mask=inside, other=0.0)
+        if not HAS_LIMIT:
+            x = x * 2.0
+        tl.store(out_ptr + offsets, tl.where(not inside, -1.0, x))
+    """
+)
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="Triton was imported without its interpreter in this process")
+def test_not_of_a_mask_is_an_element_wise_not_under_the_interpreter(tmp_path):
+    """Written against the interpreter's Python ``not``, which takes a block tensor as
+    true: ``not (offsets >= n)`` was ``False`` everywhere, and an honest row sum summed
+    nothing (red-team round 24's finding; ``tests/honest/row_sum_not_of_a_mask.py``).
+    ``not`` of a constexpr keeps Python's meaning."""
+    interpreted_libdevice.install()
+    kernels = extract_kernels(NOT_SOURCE, str(tmp_path / "candidate.py"))
+    x = torch.arange(16, dtype=torch.float32) + 1
+    out = torch.zeros(16)
+    kernels["not_mask_kernel"][(1,)](x, out, 10, HAS_LIMIT=False, BLOCK=16)
+    assert torch.equal(out, torch.cat([x[:10] * 2, torch.full((6,), -1.0)]))
