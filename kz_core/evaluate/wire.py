@@ -97,7 +97,7 @@ def encode_reply(reply: Any) -> bytes:
         if value is None or isinstance(value, (bool, int, str)):
             return value
         if isinstance(value, float):
-            return {"__float__": repr(value)}
+            return {"__float__": repr(float(value))}  # a subclass (numpy.float64) may repr otherwise
         if isinstance(value, bytes):
             return {"__bytes__": base64.b64encode(value).decode("ascii")}
         raise TypeError(f"cannot send a value of type {type(value).__name__}")

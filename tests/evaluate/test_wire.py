@@ -32,6 +32,18 @@ def test_structures_numbers_and_special_floats():
     assert back[3]["nested"].shape == (0, 4)
 
 
+def test_a_float_subclass_arrives_as_its_value():
+    """Written against over-rejection probe 16: a NumPy float (``1.0 / np.sqrt(2.0)``, a
+    ``float`` subclass Triton takes as a kernel argument) was sent as its ``repr``,
+    ``'np.float64(0.707...)'`` under NumPy 2, which the other side could not read back:
+    an honest candidate's recording came back malformed (``worker_died``)."""
+    import numpy as np
+
+    back = roundtrip({"scale": np.float64(0.5) / np.sqrt(np.float64(2.0)), "nan": np.float64("nan")})
+    assert type(back["scale"]) is float and back["scale"] == 0.5 / 2**0.5
+    assert back["nan"] != back["nan"]
+
+
 def test_non_contiguous_tensors_arrive_as_their_values():
     tensor = torch.arange(12.0).reshape(3, 4).t()
     assert torch.equal(roundtrip(tensor), tensor)
