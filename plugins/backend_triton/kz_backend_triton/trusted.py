@@ -271,11 +271,14 @@ class _Source:
                 try:
                     self.constants[target.id] = self.evaluate(stmt.value)
                 except (ValueError, TypeError, ArithmeticError):
+                    self._module_alias(target.id, stmt.value)
                     continue  # not a literal constant: not bound, an error only if a kernel names it
                 if all(self._exact_name(n, stmt.lineno) for n in ast.walk(stmt.value) if isinstance(n, ast.Name)):
                     self.exact[target.id] = stmt.lineno
             elif isinstance(stmt, ast.If):
                 self._branch_constants(stmt)
+            elif isinstance(stmt, (ast.Try, ast.TryStar)):
+                self._try_aliases(stmt)
         self._find_kernels(tree, inside_function=False)
         self._add_jit_assignments()
 
@@ -320,7 +323,46 @@ class _Source:
                         self.constants[name] = self.evaluate(branch[name])
                         break
                     except (ValueError, TypeError, ArithmeticError):
-                        continue
+                        if self._module_alias(name, branch[name]):
+                            break
+
+    def _module_alias(self, name: str, node: ast.expr) -> bool:
+        """Bind ``name = tl.extra.libdevice`` (a Triton or math module named by a chain of
+        attributes) as an import of it would; whether it did. Triton compiles a kernel
+        that reaches a module so, and code written for several Triton versions picks its
+        ``libdevice`` so (over-rejection probe 16)."""
+        if name in self.bindings or not isinstance(node, (ast.Name, ast.Attribute)):
+            return False
+        try:
+            value = self.static(node)
+        except ValueError:
+            return False
+        if isinstance(value, types.ModuleType):
+            self.bindings[name] = value
+            return True
+        return False
+
+    def _try_aliases(self, stmt: ast.Try) -> None:
+        """Module aliases a top-level ``try`` binds, and nothing else does (``try: libdevice
+        = tl.extra.libdevice`` ``except AttributeError: libdevice = tl.math``): the body's
+        where every import and alias in it resolves here, as Python runs it, else the first
+        handler's."""
+        body = self._branch_assignments(stmt.body)
+        handler = self._branch_assignments(stmt.handlers[0].body) if stmt.handlers else {}
+
+        def resolves(node: ast.expr) -> bool:
+            try:
+                self.static(node)
+                return True
+            except ValueError:
+                return False
+
+        imports = [s for s in stmt.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+        body_runs = self._imports(imports) and all(resolves(v) for v in body.values() if isinstance(v, (ast.Name, ast.Attribute)))
+        chosen = body if body_runs else handler
+        for name, value in chosen.items():
+            if self.counts.get(name) == (name in body) + (name in handler):
+                self._module_alias(name, value)
 
     @staticmethod
     def _branch_assignments(stmts: list[ast.stmt]) -> dict[str, ast.expr]:

@@ -530,6 +530,59 @@ def test_a_version_switch_binds_the_first_branch_that_imports():
     torch.testing.assert_close(out, torch.sigmoid(torch.sigmoid(x)) * 2.0)
 
 
+def test_a_module_bound_by_assignment_is_a_kernels_as_an_import_would_be():
+    """Written against over-rejection probe 16's version, where only import statements
+    bound modules: ``libdevice = tl.extra.libdevice`` at the top level, in a ``try`` whose
+    handler picks another module, or in a version switch by ``hasattr``, was "not
+    available in a kernel", though Triton compiles it (Inductor's helpers pick their
+    ``libdevice`` so). A try's handler binds only where its body fails here."""
+    source = textwrap.dedent("""
+        import triton
+        import triton.language as tl
+        import triton.language.extra.libdevice  # makes tl.extra.libdevice an attribute
+
+        plain = tl.extra.libdevice
+        try:
+            tried = tl.extra.no_such_module
+        except AttributeError:
+            tried = tl.math
+        if hasattr(tl.extra, "libdevice"):
+            switched = tl.extra.libdevice
+        else:
+            switched = tl.math
+        try:
+            kept = tl.math
+        except AttributeError:
+            kept = tl.extra.no_such_module
+
+        @triton.jit
+        def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=1.0)
+            y = plain.erf(x) + tried.exp2(x) + switched.tanh(x) + kept.rsqrt(x)
+            tl.store(out_ptr + offs, y, mask=offs < n)
+    """)
+    from kz_backend_triton import interpreted_libdevice
+
+    interpreted_libdevice.install()  # libdevice's math under the interpreter, as the executor has it
+    kernels = extract_kernels(source, "candidate.py")
+    x = torch.rand(10) + 0.5
+    out = torch.empty_like(x)
+    kernels["k"][(1,)](x, out, 10, BLOCK=16)
+    torch.testing.assert_close(out, torch.erf(x) + torch.exp2(x) + torch.tanh(x) + torch.rsqrt(x))
+    assert "not available" in str(refused("""
+        import triton
+        import triton.language as tl
+
+        plain = tl.extra.libdevice
+        plain = tl.math
+
+        @triton.jit
+        def k(x):
+            return plain.erf(x)
+    """))
+
+
 def test_nested_duplicate_and_syntax_errors_are_refused():
     assert "inside a function" in str(refused("""
         import triton
