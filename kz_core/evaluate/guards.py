@@ -161,19 +161,33 @@ def _handler_computes(handler: ast.ExceptHandler) -> bool:
     # ``except RuntimeError as e: logger.error(f"...{e}", exc_info=e); raise``: it describes
     # what failed, then raises.
     reraises = bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
-    for stmt in handler.body:
+    return not _harmless(handler.body, import_guard, reraises)
+
+
+def _harmless(body: list[ast.stmt], import_guard: bool, reraises: bool) -> bool:
+    """Whether a handler's statements only re-raise, pass, log, set plain values or (in an
+    import guard) import. An import guard may also try a chain of imports or choose one by
+    a test that only describes (``except ImportError: try: from a import x`` ``except
+    ImportError: from b import x``; ``if hasattr(tl.extra, "cuda"): libdevice =
+    tl.extra.cuda.libdevice``, as Inductor's helpers do: over-rejection probe 16)."""
+    for stmt in body:
         if isinstance(stmt, (ast.Raise, ast.Pass, ast.Break, ast.Continue)):
             continue
         if import_guard and isinstance(stmt, (ast.Import, ast.ImportFrom)):
             continue  # ``except ImportError: from triton.language.extra.cuda import libdevice``
+        if import_guard and isinstance(stmt, (ast.Try, ast.TryStar)) and not any(_handler_computes(h) for h in stmt.handlers) \
+                and _harmless(stmt.body + stmt.orelse + stmt.finalbody, True, reraises):
+            continue
+        if import_guard and isinstance(stmt, ast.If) and _describes(stmt.test) and _harmless(stmt.body + stmt.orelse, True, reraises):
+            continue
         if isinstance(stmt, ast.Expr) and (isinstance(stmt.value, ast.Constant) or _harmless_call(stmt.value, describing=reraises)):
             continue
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _plain_value(stmt.value):
             continue
         if isinstance(stmt, ast.Return) and _plain_value(stmt.value):
             continue
-        return True
-    return False
+        return False
+    return True
 
 
 def without_main_block(tree: ast.Module) -> ast.Module:

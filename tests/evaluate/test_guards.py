@@ -147,6 +147,30 @@ def test_import_guards_may_import_but_not_compute():
     assert "try_except_fallback" in errors(fallback)
 
 
+def test_an_import_guard_may_chain_imports_and_choose_one_by_a_describing_test():
+    """Written against over-rejection probe 16's version, which counted any ``try`` or
+    ``if`` in a handler as computing: a chain of import fallbacks, and Inductor's choice of
+    ``libdevice`` by ``hasattr`` inside ``except ImportError``, were rejected as fallbacks.
+    A handler of another exception, or a chain that computes, still is."""
+    chain = (
+        "try:\n    from triton.language.extra import libdevice\nexcept ImportError:\n"
+        "    try:\n        from triton.language.extra.cuda import libdevice\n    except ImportError:\n        from triton.language import math as libdevice\n"
+    )
+    chosen = (
+        "try:\n    from triton.language.extra import libdevice\nexcept ImportError:\n"
+        "    if hasattr(tl.extra, 'cuda') and hasattr(tl.extra.cuda, 'libdevice'):\n        libdevice = tl.extra.cuda.libdevice\n"
+        "    else:\n        libdevice = tl.math\n"
+    )
+    model = "class ModelNew(nn.Module):\n    pass\n"
+    assert errors(chain + model) == [] and errors(chosen + model) == []
+    computes = chosen.replace("libdevice = tl.math", "libdevice = torch.relu(torch.ones(1))")
+    assert "try_except_fallback" in errors(computes + model)
+    tests_by_calling = chosen.replace("hasattr(tl.extra, 'cuda')", "torch.relu(x).sum() > 0")
+    assert "try_except_fallback" in errors(tests_by_calling + model)
+    other = chosen.replace("except ImportError", "except RuntimeError")
+    assert "try_except_fallback" in errors(other + model)
+
+
 def test_verdict_precedence():
     def f(check: str, severity: Severity = Severity.ERROR) -> Finding:
         return Finding(check, "", severity)
