@@ -15,6 +15,18 @@ from typing import Any
 from kz_core.evaluate.execution import error_reply, is_fatal_cuda_error, output_meta
 
 
+
+#: Characters of a non-tensor input's ``repr`` a reference trial reports.
+VALUE_TEXT = 120
+
+
+def _value_text(value: Any) -> str:
+    """A non-tensor input's ``repr``, shortened, without the address an object's default
+    ``repr`` shows (a new object per seed is the same value)."""
+    import re
+
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))[:VALUE_TEXT]
+
 class ReferenceOps:
     """The reference role's requests (state lives in ``Worker``)."""
 
@@ -128,6 +140,9 @@ class ReferenceOps:
             "output_devices": [str(x.device) if isinstance(x, self.torch.Tensor) else "" for x in leaves],
             "input_fingerprints": prints,
             "input_bytes": sum(x.nbytes for x in inputs if isinstance(x, self.torch.Tensor)),
+            # What each non-tensor input is (``repr``, shortened), so that the parent can
+            # tell a problem whose non-tensor inputs change with the seed.
+            "value_inputs": [None if isinstance(x, self.torch.Tensor) else _value_text(x) for x in inputs],
         }
 
     def op_compare(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -276,6 +276,9 @@ class ReferenceService:
         if reply.get("variant"):
             trials[self.seeds.variant] = reply["variant"]["trial"]
             variant = {"overrides": reply["variant"]["overrides"], "seed": self.seeds.variant}
+        varying = _varying_value_input(reply["trials"])
+        if varying:
+            return ReferenceRecord(error=f"the problem is not supported: {varying}")
         for trial in trials.values():
             bad = [meta["type"] for meta in trial["output_meta"] if meta["type"] != "Tensor"]
             if bad:
@@ -385,3 +388,26 @@ class ReferenceService:
                         store.put(cache_key, stats)
             self._baselines[key] = stats
             return stats
+
+
+def _varying_value_input(trials: list[dict[str, Any]]) -> str:
+    """What is wrong with a problem whose ``get_inputs()`` gives a non-tensor input a value
+    that changes with the seed (over-rejection probe 16: ``s = torch.rand(()).item()``),
+    or "": a candidate's forward is replayed with the non-tensor values it was recorded
+    with (a Python number reaches a kernel or an operator as a literal), so every honest
+    candidate would be a silent ``mismatch``."""
+    seen: list[Any] = []
+    for trial in trials:
+        values = trial.get("value_inputs")
+        if not isinstance(values, list) or not all(v is None or isinstance(v, str) for v in values):
+            return ""  # a reply of another version: nothing to tell
+        seen.append(values)
+    for index in range(min((len(values) for values in seen), default=0)):
+        texts = list(dict.fromkeys(values[index] for values in seen))
+        if len(texts) > 1 and None not in texts:
+            return (
+                f"get_inputs() gives input {index} a Python value that changes with the seed ({texts[0]} and {texts[1]}); kz replays a "
+                "candidate's forward with the non-tensor values it was recorded with, so a value that varies must be a tensor, or fixed in the problem"
+            )
+    return ""
+

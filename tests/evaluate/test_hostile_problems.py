@@ -359,3 +359,55 @@ def test_a_closing_pool_asks_every_idle_worker_to_exit_before_waiting_for_any(tm
         monkeypatch.undo()
         pool.close()
         zygote.close()
+
+
+# A problem whose forward takes a Python number that get_inputs draws anew for each seed.
+RANDOM_SCALE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, s):
+        return x * s
+
+
+def get_inputs():
+    return [torch.randn(64), float(torch.rand(()).item()) * 4 - 2]
+
+
+def get_init_inputs():
+    return []
+"""
+
+SCALE_BY_INPUT = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, s, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * s, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, s):
+        out = torch.empty_like(x)
+        scale_kernel[(triton.cdiv(x.numel(), 128),)](x, out, s, x.numel(), BLOCK=128)
+        return out
+"""
+
+
+def test_a_problem_whose_python_inputs_change_with_the_seed_says_it_is_not_supported():
+    """Written against over-rejection probe 16's version: a candidate's forward is replayed
+    with the non-tensor values it was recorded with, so an honest kernel scaling by a
+    Python number that ``get_inputs`` draws per seed was a silent ``mismatch`` on every
+    element. The problem says what is wrong with it now, for every candidate."""
+    problem = Problem("random_scale", RANDOM_SCALE)
+    result = run_in_order([problem], [[Candidate("random_scale", "triton", SCALE_BY_INPUT, "honest")]])[0]
+    message = " ".join(f.message for f in result.findings if f.check == "reference_error")
+    assert "input 1 a Python value that changes with the seed" in message, result.message
