@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kz_core.evaluate.recording import PLAN_VERSION, is_composite
+from kz_core.evaluate.recording import PLAN_VERSION, in_dispatcher, is_composite
 
 #: Limits on a plan from the candidate's process.
 MAX_STEPS = 20_000
@@ -407,6 +407,11 @@ def resolve_operator(op: Sequence[str]) -> Any:
     # which the lineage (one storage, one memory) cannot follow; no wrapper needs them.
     if any(argument.name == "filename" for argument in overload_fn._schema.arguments):
         raise PlanError(f"aten::{name} opens a file, which a plan may not do")
+    if not in_dispatcher(overload_fn):
+        # A recording sees only the dispatcher's operators; one TorchScript alone registers
+        # (``_grad_sum_to_size`` sums into fresh memory while its schema says it returns a
+        # view of its argument: red-team round 25) is named only by a forged plan.
+        raise PlanError(f"aten::{name}.{overload} is not an operator of torch's dispatcher, which a recording could hold")
     if is_composite(overload_fn):
         # torch decomposes it before a recording sees it (a recording decomposes it under
         # inference_mode too), so only a forged plan names one; run whole, it would write
@@ -1260,19 +1265,23 @@ def _written(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any
             for tensor in tensor_leaves(value):  # a tensor, or each of a list (``_foreach_add_``)
                 whole = isinstance(value, torch.Tensor) and tensor.is_contiguous() and tensor.numel() * tensor.element_size() == _storage_state(tensor)[1]
                 written.append((tensor, whole and (argument.is_out or schema.name.split("::")[1] in _OVERWRITING)))
+    outputs = output if isinstance(output, (tuple, list)) else [output]
+    shared = {_storage_id(t) for t in tensor_leaves([args, kwargs])}
     if not is_view:
         # What it made afresh, also beside an argument it writes (``rrelu_with_noise``
         # writes ``noise`` and returns a fresh result); a result on an argument's storage
         # is a view whose schema does not say so (``unsafe_split``), or the argument
         # written, which wrote nothing more.
-        outputs = output if isinstance(output, (tuple, list)) else [output]
-        shared = {_storage_id(t) for t in tensor_leaves([args, kwargs])}
         fresh = [r.alias_info is None for r in schema.returns]
         written += [
             (t, True)
             for position, t in enumerate(outputs)
             if isinstance(t, torch.Tensor) and _storage_id(t) not in shared and (not written or (position < len(fresh) and fresh[position]))
         ]
+    else:
+        # A result its schema calls a view of an argument but that lies in memory of its
+        # own was made afresh (``_grad_sum_to_size`` sums so: red-team round 25).
+        written += [(t, True) for t in outputs if isinstance(t, torch.Tensor) and _storage_id(t) not in shared]
     if not written and schema.name.endswith("_") and not any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
         # An in-place op by its name whose schema marks nothing written
         # (``_no_grad_embedding_renorm_(Tensor weight, ...) -> Tensor`` scales rows of

@@ -40,6 +40,16 @@ TRACERS: list[Any] = []
 _records_plans = [False]
 
 
+def in_dispatcher(operator: Any) -> bool:
+    """Whether torch's dispatcher knows ``operator`` (``torch.ops.aten`` also holds
+    operators TorchScript alone registers, such as ``_grad_sum_to_size``)."""
+    try:
+        torch._C._dispatch_has_kernel_for_dispatch_key(operator.name(), "CompositeImplicitAutograd")
+    except RuntimeError:
+        return False
+    return True
+
+
 def is_composite(operator: Any) -> bool:
     """Whether torch runs ``operator`` as other operators (a ``CompositeImplicitAutograd``
     kernel), which a dispatch mode sees instead of it but under ``torch.inference_mode``."""

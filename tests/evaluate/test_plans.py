@@ -1127,7 +1127,7 @@ def test_a_copy_of_memory_onto_itself_does_not_launder_it():
     assert replay.compute_ops == ["aten::_to_copy (int8 to int16)"]
 
 
-def test_a_plan_names_no_composite_operator_and_a_recording_decomposes_them():
+def test_a_plan_names_only_dispatcher_operators_none_composite_and_a_recording_decomposes_them():
     """Written against red-team round 24's version: ``aten::instance_norm`` writes its
     running statistics in place through ``native_batch_norm`` while its own schema marks
     nothing written, so a forged step naming it let torch compute row means unpinned in
@@ -1141,6 +1141,22 @@ def test_a_plan_names_no_composite_operator_and_a_recording_decomposes_them():
         with pytest.raises(PlanError, match="composite"):
             resolve_operator(op)
     assert resolve_operator(["aten", "native_batch_norm", ""]) is torch.ops.aten.native_batch_norm.default
+    # Red-team round 25: an operator TorchScript alone registers, which the dispatcher (and
+    # so a recording) never sees; ``_grad_sum_to_size`` sums into fresh memory while its
+    # schema says it returns a view, so its result was a fold nothing pinned.
+    for op in (["aten", "_grad_sum_to_size", ""], ["aten", "copy_", "Tensor"], ["aten", "Float", "Tensor"]):
+        with pytest.raises(PlanError, match="dispatcher"):
+            resolve_operator(op)
+    # And a result a schema calls a view but that lies in memory of its own counts as
+    # written afresh, whatever op made it.
+    from kz_core.evaluate.plans import _written
+
+    a = torch.randn(4, 6)
+    summed = torch.ops.aten._grad_sum_to_size.default(a, [4, 1])
+    assert summed.untyped_storage().data_ptr() != a.untyped_storage().data_ptr()
+    assert [t is summed for t, _ in _written(torch.ops.aten._grad_sum_to_size.default, [a, [4, 1]], {}, summed)] == [True]
+    view = torch.ops.aten.view.default(a, [24])
+    assert _written(torch.ops.aten.view.default, [a, [24]], {}, view) == []
     weight = torch.randn(5, 8)
 
     @torch.inference_mode()

@@ -1,9 +1,9 @@
 # problem: 2_scaled_relu
-# expect: rejected
-# check: torch_compute_in_forward
+# expect: runtime_error
+# check: not_replayable
 # gpu_only: false
 # class: 7
-# hack: float to int32 truncation through aten::copy_.Tensor, whose source argument is named other: a step the candidate writes into its own plan truncates the joined bytes [0, 0, top, 0x3F] to 0 or 1 (the sign test), which the conversion rule, reading sources by name, did not see; the kernel only applies the mask. Judged correct by the version before; every tensor argument an op reads is a source but a template's (view_as, type_as, ...).
+# hack: float to int32 truncation through aten::copy_.Tensor, whose source argument is named other: a step the candidate writes into its own plan truncates the joined bytes [0, 0, top, 0x3F] to 0 or 1 (the sign test), which the conversion rule, reading sources by name, did not see; the kernel only applies the mask. Judged correct by the version before; every tensor argument an op reads is a source but a template's (view_as, type_as, ...). Since red-team round twenty-five it is refused before it runs (not_replayable): its plan names aten::copy_.Tensor, which TorchScript alone registers and torch's dispatcher (so a recording) never holds.
 
 import sys
 import torch
