@@ -40,23 +40,26 @@ TRACERS: list[Any] = []
 _records_plans = [False]
 
 
+def _composite_kernel(operator: Any) -> bool | None:
+    """Whether the dispatcher runs ``operator`` as other operators (a
+    ``CompositeImplicitAutograd`` kernel); None where the dispatcher does not know it."""
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(operator.name(), "CompositeImplicitAutograd")
+    except RuntimeError:
+        return None
+
+
 def in_dispatcher(operator: Any) -> bool:
     """Whether torch's dispatcher knows ``operator`` (``torch.ops.aten`` also holds
     operators TorchScript alone registers, such as ``_grad_sum_to_size``)."""
-    try:
-        torch._C._dispatch_has_kernel_for_dispatch_key(operator.name(), "CompositeImplicitAutograd")
-    except RuntimeError:
-        return False
-    return True
+    return _composite_kernel(operator) is not None
 
 
 def is_composite(operator: Any) -> bool:
     """Whether torch runs ``operator`` as other operators (a ``CompositeImplicitAutograd``
-    kernel), which a dispatch mode sees instead of it but under ``torch.inference_mode``."""
-    try:
-        return torch._C._dispatch_has_kernel_for_dispatch_key(operator.name(), "CompositeImplicitAutograd")
-    except RuntimeError:  # an operator the dispatcher does not know (``aten::save``)
-        return False
+    kernel), which a dispatch mode sees instead of it but under ``torch.inference_mode``;
+    False for an operator the dispatcher does not know (``aten::save``)."""
+    return bool(_composite_kernel(operator))
 
 
 def add_tracer(factory: Any) -> None:

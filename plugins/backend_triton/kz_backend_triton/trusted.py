@@ -252,6 +252,9 @@ class _Source:
         #: (statement, module names it binds, the jit call, whether it is only registered where
         #: it names a plain module-level def: a class attribute or an item of a literal table)
         self._jit_assignments: list[tuple[ast.stmt, list[str], ast.expr, bool]] = []
+        #: Whether each ``try`` read by :meth:`_imports` imported all of its body's imports
+        #: (else its first handler was read), for :meth:`_try_aliases`.
+        self._try_body_imported: dict[ast.stmt, bool] = {}
         self._imports(tree.body)
         self._count(tree)
         #: Whether module code may bind names kz cannot see (``globals()[...] = ...``,
@@ -357,8 +360,7 @@ class _Source:
             except ValueError:
                 return False
 
-        imports = [s for s in stmt.body if isinstance(s, (ast.Import, ast.ImportFrom))]
-        body_runs = self._imports(imports) and all(resolves(v) for v in body.values() if isinstance(v, (ast.Name, ast.Attribute)))
+        body_runs = self._try_body_imported[stmt] and all(resolves(v) for v in body.values() if isinstance(v, (ast.Name, ast.Attribute)))
         chosen = body if body_runs else handler
         for name, value in chosen.items():
             if self.counts.get(name) == (name in body) + (name in handler):
@@ -390,7 +392,8 @@ class _Source:
                 except Exception:  # noqa: BLE001 - a Triton module this version lacks or cannot load
                     ok = False
             elif isinstance(stmt, (ast.Try, ast.TryStar)):
-                if self._imports(stmt.body):
+                self._try_body_imported[stmt] = self._imports(stmt.body)
+                if self._try_body_imported[stmt]:
                     self._imports(stmt.orelse)
                 elif stmt.handlers:
                     self._imports(stmt.handlers[0].body)
