@@ -597,8 +597,8 @@ class Replay:
         #: (not judged) in which it reads or makes more computes beyond what was judged
         #: (``timed_compute_ops``), e.g. a size read from memory the trials poison.
         self._light_sizes: dict[int, int] = {}
-        #: The constants' fingerprints at the first judged call (as recorded).
-        self._recorded_prints: set[Any] | None = None
+        #: Each constant's fingerprint (by index) at the first judged call (as recorded).
+        self._recorded_prints: dict[int, Any] | None = None
         #: Which constants (by index) a judged call gave to a kernel or an op that wrote
         #: them, or found changed: the others must hold what was recorded after timing.
         self._touched: set[int] = set()
@@ -640,7 +640,7 @@ class Replay:
         if self._recorded_prints is None:
             return False
         return any(
-            fingerprint([c], secret_key())[0] not in self._recorded_prints
+            fingerprint([c], secret_key())[0] != self._recorded_prints.get(i)
             for i, c in enumerate(self.constants)
             if isinstance(c, torch.Tensor) and i not in self._touched
         )
@@ -839,13 +839,18 @@ class Replay:
         # Each constant's memory is held, by an alias, for the call (``set_`` may move the
         # constant itself elsewhere; its memory stays checked, and no allocation can take
         # its address while a key names it).
-        constants = {_storage_id(c): c.detach() for c in self.constants if isinstance(c, torch.Tensor)} if judging and self._computing_steps else {}
-        prints = {key: fingerprint([c], secret_key())[0] for key, c in constants.items()}
-        # A constant is the module's only while it holds what was recorded: one that a
-        # kernel it was given wrote in an earlier call (the input kept for the next) is not.
-        if constants and self._recorded_prints is None:
-            self._recorded_prints = set(prints.values())
-        pristine = {key for key, value in prints.items() if value in (self._recorded_prints or ())}
+        indexed = {i: c.detach() for i, c in enumerate(self.constants) if isinstance(c, torch.Tensor)} if judging and self._computing_steps else {}
+        by_index = {i: fingerprint([c], secret_key())[0] for i, c in indexed.items()}
+        constants = {_storage_id(c): c for c in indexed.values()}
+        prints = {_storage_id(c): by_index[i] for i, c in indexed.items()}
+        # A constant is the module's only while it holds what was recorded, itself (not
+        # another constant's bytes copied over it): one that a kernel it was given wrote in
+        # an earlier call (the input kept for the next) is not. A storage is pristine while
+        # every constant on it is.
+        if indexed and self._recorded_prints is None:
+            self._recorded_prints = dict(by_index)
+        recorded = self._recorded_prints or {}
+        pristine = set(constants) - {_storage_id(c) for i, c in indexed.items() if by_index[i] != recorded.get(i)}
         folded: set[int] = set()
         starts = [_storage_id(c) if constants and isinstance(c, torch.Tensor) else None for c in self.constants]
         moved_off_host = False  # whether an op copied host memory to the device (judging only)

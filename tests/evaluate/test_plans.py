@@ -756,6 +756,32 @@ def test_a_constant_changed_by_a_kernel_not_given_it_is_computing():
     assert replay.compute_ops == ["a module constant that no kernel or op was given changed", "aten::sqrt"]
 
 
+def test_a_constant_holding_another_constants_bytes_is_not_pristine():
+    """Red-team round 26: each constant was checked against the set of every constant's
+    recorded fingerprint, so a kernel copying constant B over constant A, neither given
+    to it, left A "as recorded", in the timed calls and in a later judged call's fold."""
+    a, b = torch.rand(128) + 1, torch.rand(128) + 2
+    plan = _folding_plan([_kernel([{"t": ["in", 0]}]), _op("sqrt", "default", [{"t": ["const", 0]}], 0)], {"t": ["val", 0]})
+    plan["constants"] = 2
+    copy = {"on": False}
+
+    def launch(step, args, options):
+        if copy["on"]:
+            replay.constants[0].copy_(replay.constants[1])
+
+    replay = Replay(plan, [a, b], launch, "cpu")
+    replay(torch.ones(4))
+    assert replay.compute_ops == []
+    replay.judging = False
+    copy["on"] = True
+    replay(torch.ones(4))  # a timed call: B's bytes over A
+    assert replay.untouched_constant_changed()
+    replay.judging = True
+    copy["on"] = False
+    replay(torch.ones(4))  # A, holding B's bytes, is no fold's pristine source now
+    assert "aten::sqrt" in replay.compute_ops
+
+
 def test_a_timed_calls_fold_gives_what_the_trials_fold_gave():
     """Written against the version before, which checked the constants once after the
     timed calls: a kernel that wrote the input into a constant it was not given only in
