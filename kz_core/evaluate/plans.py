@@ -20,6 +20,7 @@ This module decides nothing about verdicts; it measures, and the parent judges.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -44,11 +45,19 @@ class PlanError(ValueError):
     """A plan that is malformed (the message says where)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class KernelRef:
+    """A kernel of the candidate's source named as a launch's argument (a ``@triton.jit``
+    function given as a constexpr): the backend's launch gives its own build of it."""
+
+    name: str
+
+
 def _check_value(value: Any, where: str, depth: int = 0, launch: bool = False) -> None:
     """A plan value: numbers, strings, lists and the tagged forms ``recording.encode`` makes.
 
     :param launch: ``value`` is a kernel launch's argument or option, where Triton's
-        ``tl_reinterpret`` and ``tl_descriptor`` forms may be too (never an op's)."""
+        ``tl_reinterpret``, ``tl_descriptor`` and ``tl_jit`` forms may be too (never an op's)."""
     if depth > MAX_DEPTH:
         raise PlanError(f"{where}: nested too deeply")
     if value is None or isinstance(value, (bool, int, str)):
@@ -94,6 +103,9 @@ def _check_value(value: Any, where: str, depth: int = 0, launch: bool = False) -
         _check_reinterpret(content, where)
     elif tag == "tl_descriptor" and launch:
         _check_descriptor(content, where)
+    elif tag == "tl_jit" and launch:
+        if not (isinstance(content, str) and len(content) <= 1024 and all(_NAME.match(part) for part in content.split("."))):
+            raise PlanError(f"{where}: malformed tl_jit (a kernel's qualified name)")
     else:
         raise PlanError(f"{where}: unknown or malformed tag {tag!r}")
 
@@ -784,6 +796,8 @@ class Replay:
             return TensorWrapper(base, dtype)
         if tag == "tl_descriptor":  # a host TMA descriptor: a kernel argument only
             return _descriptor(self._decode(content["base"], env), content)
+        if tag == "tl_jit":  # a jit function as a constexpr: the backend's launch resolves it
+            return KernelRef(content)
         raise PlanError(f"unknown tag {tag!r}")
 
     @staticmethod

@@ -324,8 +324,11 @@ class Recorder(TorchDispatchMode):
 
         :param launch: ``value`` is a kernel launch's argument, where Triton's host-side
             wrappers of a tensor may be too: ``triton.reinterpret(x, dtype)`` (a
-            ``TensorWrapper``: ``{"tl_reinterpret": [ref, dtype]}``) and a host TMA
-            ``TensorDescriptor`` (``{"tl_descriptor": {"base": ref, "shape": ...}}``).
+            ``TensorWrapper``: ``{"tl_reinterpret": [ref, dtype]}``), a host TMA
+            ``TensorDescriptor`` (``{"tl_descriptor": {"base": ref, "shape": ...}}``)
+            and a ``@triton.jit`` function given as a constexpr (``FN=relu``:
+            ``{"tl_jit": name}``, the executor's own build of the source's function of
+            that name).
         """
         if isinstance(value, torch.Tensor):
             return self.ref(value)
@@ -377,6 +380,19 @@ class Recorder(TorchDispatchMode):
             if not isinstance(value.base, torch.Tensor):
                 raise NotReplayable("the forward passed triton.reinterpret of something other than a tensor")
             return {"tl_reinterpret": [self.ref(value.base), self.encode(value.dtype)]}
+        functions = tuple(
+            kind for kind in (getattr(jit, "JITFunction", None), getattr(sys.modules.get("triton.runtime.interpreter"), "InterpretedFunction", None))
+            if isinstance(kind, type)
+        )
+        if functions and isinstance(value, functions):
+            # Named as the launch path names kernels: the trusted side looks the name up
+            # among the functions it built from the source, so only the source's own can be.
+            function = getattr(value, "fn", None)
+            qualname, name = getattr(function, "__qualname__", None), getattr(function, "__name__", None)
+            named = qualname if isinstance(qualname, str) and qualname and "<" not in qualname else name
+            if not isinstance(named, str) or not named:
+                raise NotReplayable("the forward passed a Triton function without a name")
+            return {"tl_jit": named}
         descriptors = sys.modules.get("triton.tools.tensor_descriptor")
         descriptor = getattr(descriptors, "TensorDescriptor", None)
         if descriptor is not None and type(value) is descriptor:

@@ -164,3 +164,54 @@ def test_check_arguments_accepts_wrappers_where_a_pointer_goes_only():
     for args, options in (([x, x, 64, wrapped], {}), ([x, x, 64], {"BLOCK": descriptor}), ([x, [descriptor], 64], {"BLOCK": 16})):
         with pytest.raises(KernelArgumentError):
             check_arguments("kernel", kernel, args, options)
+
+
+@triton.jit
+def _activation(x):
+    return tl.maximum(x, 0.0)
+
+
+def _forward_with_function(x):
+    out = torch.empty_like(x)
+    with record_kernel("triton", {"name": "k"}, (1,), [x, out], {"FN": _activation, "BLOCK": 64}):
+        out.copy_(x.relu())
+    return out
+
+
+def test_a_jit_function_given_as_a_constexpr_is_named_and_resolved_by_the_backend():
+    """Over-rejection probe 18: a generic kernel launched with ``FN=relu`` (a ``@triton.jit``
+    function as a constexpr, as libraries build pointwise ops from one template) was
+    ``not_replayable`` ("a value of type ...JITFunction, which a plan cannot describe")."""
+    from kz_backend_triton.kernels import ForeignKernel, TritonKernels
+
+    from kz_core.evaluate.plans import KernelRef
+
+    plan, constants = _record(_forward_with_function, torch.randn(64))
+    step = next(s for s in plan["steps"] if s["kind"] == "kernel")
+    assert step["options"]["FN"] == {"tl_jit": "_activation"}
+    validate_plan(copy.deepcopy(plan), "triton", len(constants))
+    seen = []
+    Replay(plan, constants, lambda step, args, options: seen.append(options["FN"]), "cpu", reinterpreting=False)(torch.randn(64))
+    assert seen == [KernelRef("_activation")]
+    kernels = TritonKernels({"_activation": _activation})
+    assert kernels._resolved({"FN": KernelRef("_activation"), "other": [KernelRef("_activation"), 3]}) == {"FN": _activation, "other": [_activation, 3]}
+    with pytest.raises(ForeignKernel, match="does not define"):
+        kernels._resolved((KernelRef("elsewhere"),))
+
+
+@pytest.mark.parametrize("content", ["", "a..b", "__import__", "a.__class__", 5, ["k"], "x" * 2000])
+def test_malformed_jit_names_are_refused(content):
+    plan = _descriptor_plan(dict(_GOOD))
+    plan["steps"][0]["options"] = {"FN": {"tl_jit": content}}
+    if content in ("__import__", "a.__class__"):  # names as good as any: looked up among the source's kernels only
+        validate_plan(plan, "triton", 0)
+        return
+    with pytest.raises(PlanError):
+        validate_plan(plan, "triton", 0)
+
+
+def test_a_jit_function_is_no_operator_argument():
+    plan = _descriptor_plan(dict(_GOOD))
+    plan["steps"].insert(0, {"kind": "op", "op": ["aten", "abs", "default"], "args": [{"tl_jit": "k"}], "kwargs": {}, "out": {"t": ["val", 0]}})
+    with pytest.raises(PlanError, match="unknown or malformed tag"):
+        validate_plan(plan, "triton", 0)

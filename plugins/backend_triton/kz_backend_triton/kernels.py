@@ -203,6 +203,7 @@ class TritonKernels(TrustedKernels):
                 f"the forward launched a Triton kernel named {name!r} that the candidate's source does not define with @triton.jit "
                 "(a kernel generated at run time, by torch.compile or by another library)"
             )
+        args, options = self._resolved(args), self._resolved(options)
         check_arguments(name, kernel, args, options)
         before = _REINTERPRETED[0]
         if self._interpreted:
@@ -238,8 +239,30 @@ class TritonKernels(TrustedKernels):
         the interpreter, that launch's own builder calls and addresses)."""
         return self.reinterprets_bits or self._last.get(str(step["kernel"].get("name", "")), True)
 
+    def _resolved(self, value: Any) -> Any:
+        """``value`` with each kernel a plan names as an argument (a ``@triton.jit``
+        function given as a constexpr) made this source's own build of it."""
+        from kz_core.evaluate.plans import KernelRef
+
+        if isinstance(value, KernelRef):
+            kernel = self.kernels.get(value.name)
+            if kernel is None:
+                raise ForeignKernel(
+                    f"the forward gave a kernel a Triton function named {value.name!r} that the candidate's source does not "
+                    "define with @triton.jit"
+                )
+            return kernel
+        if isinstance(value, list):
+            return [self._resolved(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self._resolved(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self._resolved(v) for k, v in value.items()}
+        return value
+
     def precompile(self, step: Mapping[str, Any], args: list[Any], options: dict[str, Any]) -> None:
         name = str(step["kernel"].get("name", ""))
+        args, options = self._resolved(args), self._resolved(options)
         kernel = self.kernels.get(name)
         if kernel is not None:
             check_arguments(name, kernel, args, options)  # compiling calls a constexpr's methods

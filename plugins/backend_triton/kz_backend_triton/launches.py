@@ -120,6 +120,22 @@ def _cpu_benchmarker(kernel_call: Any, quantiles: Any = None) -> list[float]:
     return [elapsed, elapsed, elapsed]
 
 
+def _cpu_do_bench(fn: Any, warmup: Any = 25, rep: Any = 100, grad_to_none: Any = None, quantiles: Any = None, return_mode: str = "mean") -> Any:
+    """``triton.testing.do_bench`` (and ``do_bench_cudagraph``) under the interpreter,
+    where they need a GPU driver: what an autotuner given ``warmup=``/``rep=`` (Triton's
+    older interface) or a hand-written tuner calls. One timed call, in the shapes Triton
+    returns (a value per quantile, or one number; a list for ``return_mode="all"``)."""
+    import time
+
+    fn()
+    started = time.perf_counter()
+    fn()
+    elapsed = (time.perf_counter() - started) * 1e3
+    if quantiles is not None:
+        return [elapsed for _ in quantiles] if len(quantiles) != 1 else elapsed
+    return [elapsed] if return_mode == "all" else elapsed
+
+
 def install() -> LaunchCounter:
     """Wrap Triton's launchers (idempotent) and return the process's counter."""
     global _installed
@@ -141,6 +157,10 @@ def install() -> LaunchCounter:
             from triton.runtime.autotuner import Autotuner
 
             Autotuner.do_bench = property(lambda self: self._do_bench or _cpu_benchmarker)  # type: ignore[assignment]
+            import triton.testing
+
+            triton.testing.do_bench = _cpu_do_bench
+            triton.testing.do_bench_cudagraph = _cpu_do_bench
             from kz_backend_triton import interpreted_libdevice
 
             interpreted_libdevice.install()  # libdevice's math, which the interpreter lacks

@@ -253,3 +253,30 @@ def test_not_of_a_mask_is_an_element_wise_not_under_the_interpreter(tmp_path):
     out = torch.zeros(16)
     kernels["not_mask_kernel"][(1,)](x, out, 10, HAS_LIMIT=False, BLOCK=16)
     assert torch.equal(out, torch.cat([x[:10] * 2, torch.full((6,), -1.0)]))
+
+
+def test_triton_testing_benchmarks_run_under_the_interpreter():
+    """Over-rejection probe 18: ``@triton.autotune(..., warmup=2, rep=5)`` (Triton's older
+    interface, which published kernels still use) tunes through ``triton.testing.do_bench``,
+    which needs a GPU driver: under the interpreter the candidate failed with "0 active
+    drivers". kz's install gives both benchmarkers a CPU timer, in the shapes Triton returns."""
+    import subprocess
+    import sys
+
+    script = textwrap.dedent(
+        """
+        import triton, triton.testing
+        from kz_backend_triton.launches import install
+        install()
+        calls = []
+        three = triton.testing.do_bench(lambda: calls.append(1), warmup=2, rep=5, quantiles=(0.5, 0.2, 0.8))
+        one = triton.testing.do_bench(lambda: calls.append(1))
+        every = triton.testing.do_bench_cudagraph(lambda: calls.append(1), return_mode="all")
+        assert len(three) == 3 and all(isinstance(t, float) for t in three), three
+        assert isinstance(one, float) and isinstance(every, list) and len(calls) == 6, (one, every, calls)
+        print("ok")
+        """
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
