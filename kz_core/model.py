@@ -58,6 +58,20 @@ class Severity(str, enum.Enum):
     ERROR = "error"
 
 
+#: The longest message a finding keeps (characters): its head and its tail, with what
+#: was cut said between them. A worker's reply is untrusted, and a message copied from
+#: one (a forged 100 MiB "compile error") made results and the journal 210 MB each
+#: (red-team round 26b).
+MAX_FINDING_CHARS = 16_000
+
+
+def _bounded(message: str) -> str:
+    if not isinstance(message, str) or len(message) <= MAX_FINDING_CHARS:
+        return message
+    head, tail = MAX_FINDING_CHARS * 3 // 4 - 64, MAX_FINDING_CHARS // 4 - 64  # room for the note: cut once, kept as is after
+    return f"{message[:head]}\n[... {len(message) - head - tail} characters cut ...]\n{message[-tail:]}"
+
+
 @attrs.frozen
 class Finding:
     """One observation by a named check about a candidate or a problem.
@@ -68,8 +82,8 @@ class Finding:
     :ivar line: 1-based source line the finding points at, when there is one.
     """
 
-    check: str
-    message: str
+    check: str = attrs.field(converter=lambda check: check[:200] if isinstance(check, str) else check)
+    message: str = attrs.field(converter=_bounded)
     severity: Severity = Severity.ERROR
     line: int | None = None
 

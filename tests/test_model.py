@@ -141,3 +141,16 @@ def test_verdict_values_are_the_documented_ones():
         "correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "format_error"
     }
     assert not model.Verdict.CORRECT.is_failure and model.Verdict.TIMEOUT.is_failure
+
+
+def test_a_findings_message_is_bounded_and_says_what_was_cut():
+    """Red-team round 26b: a forged reply's 100 MiB "compile error" was copied whole into a
+    finding, and so into results and the journal (210 MB each)."""
+    from kz_core.model import MAX_FINDING_CHARS, Finding
+
+    finding = Finding("compile_error", "head " + "A" * 10_000_000 + " tail")
+    assert len(finding.message) <= MAX_FINDING_CHARS
+    assert from_json_dict(Finding, to_json_dict(finding)) == finding  # cut once: read back as it was
+    assert finding.message.startswith("head ") and finding.message.endswith(" tail") and "characters cut" in finding.message
+    assert Finding("x", "short").message == "short"
+    assert len(Finding("c" * 10_000, "m").check) == 200

@@ -13,11 +13,12 @@ evaluation; it moves bytes.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
+import math
 import pickle
 import socket
 import struct
+import time
 from typing import Any
 
 _LENGTH = struct.Struct(">Q")
@@ -37,12 +38,27 @@ class WireError(Exception):
     """The other side closed the connection or sent something malformed."""
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytearray:
-    buffer = bytearray(size)
-    view = memoryview(buffer)
+#: The most memory a frame's declared length earns before its bytes arrive: the buffer
+#: then grows with what is received (a worker declaring 8 GiB and sending nothing held
+#: 8 GiB of the parent: red-team round 26b).
+_FIRST_BUFFER = 64 << 20
+
+
+def _recv_exactly(sock: socket.socket, size: int, deadline: float | None = None) -> bytearray:
+    """``size`` bytes, before ``deadline`` (``time.monotonic()``) when one is given: a
+    socket's timeout bounds each ``recv`` alone, and a reply trickled a byte at a time
+    would restart it with every byte (round 26b: a 20 s limit held a batch for hours)."""
+    buffer = bytearray(min(size, _FIRST_BUFFER))
     received = 0
     while received < size:
-        count = sock.recv_into(view[received:], size - received)
+        if received == len(buffer):  # doubled as the bytes come, never past the size declared
+            buffer.extend(bytes(min(size - received, len(buffer))))
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{received} of {size} bytes received in the time allowed")
+            sock.settimeout(remaining)
+        count = sock.recv_into(memoryview(buffer)[received:], len(buffer) - received)
         if count == 0:
             raise WireError("connection closed")
         received += count
@@ -55,10 +71,14 @@ def send_frame(sock: socket.socket, payload: bytes | bytearray | memoryview) -> 
 
 
 def recv_frame(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> bytearray:
-    (size,) = _LENGTH.unpack(_recv_exactly(sock, _LENGTH.size))
+    """One frame. A socket with a timeout gives the whole frame that long, its length and
+    every byte of it, from now."""
+    timeout = sock.gettimeout()
+    deadline = time.monotonic() + timeout if timeout else None
+    (size,) = _LENGTH.unpack(_recv_exactly(sock, _LENGTH.size, deadline))
     if size > max_bytes:
         raise WireError(f"message of {size} bytes exceeds the limit of {max_bytes} bytes")
-    return _recv_exactly(sock, size)
+    return _recv_exactly(sock, size, deadline)
 
 
 # --- parent -> worker: pickle ----------------------------------------------------------
@@ -109,42 +129,66 @@ def encode_reply(reply: Any) -> bytes:
     return b"".join(parts)
 
 
+#: How deeply a reply's values may nest (kz's own replies nest a few levels; a JSON
+#: header nested 200,000 deep raised RecursionError in the parent and ended the batch).
+MAX_DEPTH = 64
+#: The most dimensions a tensor in a reply may have (torch's own limit is 64).
+MAX_DIMS = 64
+
+
 def decode_reply(payload: bytes | bytearray) -> Any:
-    """Rebuild what :func:`encode_reply` encoded; raises WireError on anything else."""
+    """Rebuild what :func:`encode_reply` encoded; raises WireError on anything else.
+
+    Whatever the payload holds, the only exception is :class:`WireError` (a malformed
+    reply is its worker's error, never the batch's: red-team round 26b ended a batch with
+    a RecursionError, a ValueError for a 5,000-digit integer and a RuntimeError for a
+    shape of ``[-1, -1]``). Each tensor's bytes are read once: a header naming one blob
+    300 times made 300 copies of it in the parent."""
+    try:
+        return _decode(memoryview(payload))
+    except WireError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - untrusted bytes: any failure is the reply's
+        raise WireError(f"malformed reply: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _decode(view: memoryview) -> Any:
     import torch
 
-    view = memoryview(payload)
-    try:
-        offset = 0
-        (header_size,) = _LENGTH.unpack_from(view, offset)
+    offset = 0
+    (header_size,) = _LENGTH.unpack_from(view, offset)
+    offset += _LENGTH.size
+    header = json.loads(bytes(view[offset : offset + header_size]).decode("utf-8"))
+    offset += header_size
+    (count,) = _LENGTH.unpack_from(view, offset)
+    offset += _LENGTH.size
+    blobs = []
+    for _ in range(count):
+        (size,) = _LENGTH.unpack_from(view, offset)
         offset += _LENGTH.size
-        header = json.loads(bytes(view[offset : offset + header_size]).decode("utf-8"))
-        offset += header_size
-        (count,) = _LENGTH.unpack_from(view, offset)
-        offset += _LENGTH.size
-        blobs = []
-        for _ in range(count):
-            (size,) = _LENGTH.unpack_from(view, offset)
-            offset += _LENGTH.size
-            if offset + size > len(view):
-                raise WireError("truncated tensor data")
-            blobs.append(view[offset : offset + size])
-            offset += size
-    except (struct.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WireError(f"malformed reply: {exc}") from exc
+        if offset + size > len(view):
+            raise WireError("truncated tensor data")
+        blobs.append(view[offset : offset + size])
+        offset += size
+    used: set[int] = set()
 
-    def build(value: Any) -> Any:
+    def build(value: Any, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise WireError(f"values nested more than {MAX_DEPTH} deep")
         if isinstance(value, dict):
             if "__tensor__" in value:
                 dtype_name = value["dtype"]
                 if dtype_name not in TENSOR_DTYPES:
                     raise WireError(f"tensor dtype {dtype_name!r} is not allowed")
                 dtype = getattr(torch, dtype_name)
-                shape = [int(s) for s in value["shape"]]
-                data = blobs[int(value["__tensor__"])]
-                numel = 1
-                for s in shape:
-                    numel *= s
+                shape, index = value["shape"], value["__tensor__"]
+                if not (isinstance(shape, list) and len(shape) <= MAX_DIMS and all(type(s) is int and s >= 0 for s in shape)):
+                    raise WireError(f"malformed tensor shape {str(shape)[:100]}")
+                if type(index) is not int or not 0 <= index < len(blobs) or index in used:
+                    raise WireError("a tensor names tensor data that is missing or named already")
+                used.add(index)
+                data = blobs[index]
+                numel = math.prod(shape)
                 itemsize = torch.empty((), dtype=dtype).element_size()
                 if len(data) != numel * itemsize:
                     raise WireError(f"tensor of shape {shape} and dtype {dtype_name} has {len(data)} bytes")
@@ -156,20 +200,17 @@ def decode_reply(payload: bytes | bytearray) -> Any:
             if "__bytes__" in value:
                 return base64.b64decode(value["__bytes__"], validate=True)
             if "__list__" in value:
-                return [build(v) for v in value["__list__"]]
+                return [build(v, depth + 1) for v in value["__list__"]]
             if "__tuple__" in value:
-                return tuple(build(v) for v in value["__tuple__"])
+                return tuple(build(v, depth + 1) for v in value["__tuple__"])
             if "__dict__" in value:
-                return {build(k): build(v) for k, v in value["__dict__"]}
-            raise WireError(f"unknown encoded value {sorted(value)}")
+                return {build(k, depth + 1): build(v, depth + 1) for k, v in value["__dict__"]}
+            raise WireError(f"unknown encoded value {sorted(value)[:8]}")
         if value is None or isinstance(value, (bool, int, str)):
             return value
-        raise WireError(f"unexpected JSON value {value!r}")
+        raise WireError(f"unexpected JSON value {str(value)[:100]}")
 
-    try:
-        return build(header)
-    except (KeyError, ValueError, TypeError, IndexError, binascii.Error) as exc:
-        raise WireError(f"malformed reply: {exc}") from exc
+    return build(header, 0)
 
 
 def send_reply(sock: socket.socket, reply: Any) -> None:

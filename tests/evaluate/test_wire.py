@@ -91,3 +91,95 @@ def test_frames_over_a_socket_and_the_size_limit():
     finally:
         left.close()
         right.close()
+
+
+def _payload(header, blobs=()):
+    import json
+    import struct
+
+    length = struct.Struct(">Q")
+    data = header if isinstance(header, bytes) else json.dumps(header).encode()
+    parts = [length.pack(len(data)), data, length.pack(len(blobs))]
+    for blob in blobs:
+        parts += [length.pack(len(blob)), blob]
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        _payload(b"[" * 200_000 + b"]" * 200_000),  # RecursionError in json
+        _payload(b'{"__list__": [' * 100 + b"1" + b"]}" * 100),  # values nested 100 deep
+        _payload(b"1" * 5000),  # a 5,000-digit integer: ValueError
+        _payload({"__tensor__": 0, "dtype": "float32", "shape": [-1, -1]}, [b"\0" * 4]),  # RuntimeError in reshape
+        _payload({"__tensor__": 0, "dtype": "float32", "shape": [1.5]}, [b"\0" * 4]),
+        _payload({"__tensor__": True, "dtype": "float32", "shape": [1]}, [b"\0" * 4]),
+        _payload({"__dict__": [[{"__list__": []}, 1]]}),  # an unhashable key: TypeError
+    ],
+)
+def test_any_malformed_reply_is_a_wire_error(payload):
+    """Red-team round 26b: a candidate that rewrote its worker's encoder ended a whole
+    batch (no results for anyone) with replies whose decoding raised RecursionError,
+    ValueError or RuntimeError, which the worker's caller did not take for a malformed
+    reply. Every failure to decode is a WireError now, that worker's alone."""
+    with pytest.raises(wire.WireError):
+        wire.decode_reply(payload)
+
+
+def test_one_tensors_bytes_are_built_once():
+    """Round 26b: 300 tensors naming one 16 MiB blob made 300 copies of it in the parent."""
+    header = {"__list__": [{"__tensor__": 0, "dtype": "uint8", "shape": [4]}] * 2}
+    with pytest.raises(wire.WireError, match="named already"):
+        wire.decode_reply(_payload(header, [b"abcd"]))
+
+
+def test_a_declared_length_earns_no_memory_before_its_bytes_arrive():
+    """Round 26b: an 8-byte header declaring 8 GiB made the parent allocate (and zero) 8 GiB
+    before a byte of it came; now the buffer grows with what is received."""
+    import tracemalloc
+
+    a, b = socket.socketpair()
+    try:
+        b.sendall(wire._LENGTH.pack(8 << 30) + b"x" * 1000)
+        b.close()
+        tracemalloc.start()
+        with pytest.raises(wire.WireError, match="connection closed"):
+            wire.recv_frame(a, max_bytes=16 << 30)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert peak < 256 << 20
+    finally:
+        a.close()
+
+
+def test_a_trickled_reply_is_bounded_by_the_whole_timeout():
+    """Round 26b: a reply sent a byte every 10 s kept a 20 s call waiting for hours, since
+    the socket's timeout bounded each ``recv`` alone."""
+    import threading
+    import time
+
+    a, b = socket.socketpair()
+    stop = threading.Event()
+
+    def trickle():
+        b.sendall(wire._LENGTH.pack(1000))
+        while not stop.is_set():
+            try:
+                b.send(b"x")
+            except OSError:
+                return
+            stop.wait(0.2)
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        a.settimeout(1.0)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            wire.recv_frame(a)
+        assert time.monotonic() - started < 30  # 1 s allowed; 200 s a byte at a time before
+    finally:
+        stop.set()
+        a.close()
+        b.close()
+        thread.join(5)
