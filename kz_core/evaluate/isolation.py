@@ -16,7 +16,10 @@ candidate code runs (``kz_core/evaluate/zygote.py``):
   signals and abstract Unix sockets cannot leave the sandbox (ABI 6);
   TCP bind and connect are refused (ABI 4);
 - **seccomp**: a filter that refuses ptrace, reading or writing other processes' memory,
-  System V IPC, new namespaces, mounts, keyrings, BPF, io_uring and kernel modules;
+  System V IPC, new namespaces, mounts, keyrings, BPF, io_uring and kernel modules; every
+  new socket and every connect() (a Unix socket by path is reachable otherwise), datagram
+  socket pairs and sendto() to an address; setuid and setgid modes, and extended
+  attributes (file capabilities);
 - **resource limits** per process and a scrubbed environment (``sandbox.py``).
 
 What a machine's kernel lacks is detected (:func:`support`) and reported by ``kz plugins``,
@@ -128,6 +131,7 @@ _BPF_LD_W_ABS = 0x20
 _BPF_JEQ_K = 0x15
 _BPF_JGE_K = 0x35
 _BPF_JSET_K = 0x45
+_BPF_ALU_AND_K = 0x54
 _BPF_RET_K = 0x06
 _X32_SYSCALL_BIT = 0x40000000
 
@@ -159,6 +163,10 @@ DENIED_SYSCALLS: dict[str, str] = {
     "fanotify_init": "filesystem notifications of others", "quotactl": "quotas",
     "migrate_pages": "another process's pages", "move_pages": "another process's pages",
     "iopl": "I/O ports", "ioperm": "I/O ports",
+    # Landlock (ABI 7 and before) does not govern connect() to a Unix socket by its path,
+    # nor does the network namespace: docker.sock, D-Bus, journald, Ray's sockets. No
+    # sandboxed process connects to anything (red-team round 26b).
+    "connect": "connecting to Unix sockets by path",
 }
 
 _SYSCALLS = {
@@ -175,7 +183,10 @@ _SYSCALLS = {
         "name_to_handle_at": 303, "fanotify_init": 300, "quotactl": 179, "migrate_pages": 256, "move_pages": 279,
         "iopl": 172, "ioperm": 173,
         # not denied outright: filtered on their arguments
-        "clone": 56, "clone3": 435, "prctl": 157, "socket": 41,
+        "clone": 56, "clone3": 435, "prctl": 157, "socket": 41, "connect": 42, "sendto": 44, "socketpair": 53,
+        "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "open": 2, "creat": 85, "openat": 257,
+        "mknod": 133, "mknodat": 259, "openat2": 437, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+        "setxattrat": 463,
     },
     "aarch64": {
         "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438, "kcmp": 272,
@@ -188,10 +199,23 @@ _SYSCALLS = {
         "kexec_file_load": 294, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89, "settimeofday": 170,
         "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171, "syslog": 116, "open_by_handle_at": 265,
         "name_to_handle_at": 264, "fanotify_init": 262, "quotactl": 60, "migrate_pages": 238, "move_pages": 239,
-        "clone": 220, "clone3": 435, "prctl": 167, "socket": 198,
+        "clone": 220, "clone3": 435, "prctl": 167, "socket": 198, "connect": 203, "sendto": 206, "socketpair": 199,
+        "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "openat": 56, "mknodat": 33, "openat2": 437,
+        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463,
     },
 }
 _AF_UNIX = 1
+_SOCK_STREAM = 1
+_SOCK_SEQPACKET = 5
+_SOCK_TYPE_MASK = 0xF  # what is left of socket types without SOCK_NONBLOCK and SOCK_CLOEXEC
+_S_ISUID_ISGID = 0o6000
+_O_CREAT_OR_TMPFILE = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE (the same on x86-64 and aarch64)
+#: Where a system call's mode is: (index of its mode argument, index of its open flags or
+#: None). A mode with the setuid or setgid bit is refused (with open flags: when they create).
+_MODE_ARGUMENTS = {
+    "chmod": (1, None), "fchmod": (1, None), "fchmodat": (2, None), "fchmodat2": (2, None),
+    "mknod": (1, None), "mknodat": (2, None), "open": (2, 1), "creat": (1, None), "openat": (3, 2),
+}
 
 
 #: The mechanisms ``eval.isolation_off`` may name.
@@ -255,7 +279,7 @@ class Support:
         elif self.landlock_abi < 6:
             gaps.append(f"Landlock ABI 6 (this kernel has ABI {self.landlock_abi}: signals and abstract sockets are not scoped)")
         if not self.seccomp:
-            gaps.append("seccomp (ptrace and other processes' memory are reachable)")
+            gaps.append("seccomp (ptrace, other processes' memory and Unix sockets by path are reachable)")
         if not self.pid_namespace:
             gaps.append("PID namespaces (processes a candidate starts are killed by tracking them instead)")
         else:
@@ -656,6 +680,11 @@ def apply_landlock(
 # -- seccomp -----------------------------------------------------------------------------
 
 
+def _arg(index: int) -> int:
+    """The offset of system call argument ``index`` (its low 32 bits) in seccomp_data."""
+    return 16 + 8 * index
+
+
 def _seccomp_program(arch: str, allow_namespaces: bool) -> bytes:
     numbers = _SYSCALLS[arch]
     denied = sorted({numbers[name] for name in DENIED_SYSCALLS if name in numbers and not (allow_namespaces and name == "unshare")})
@@ -691,11 +720,61 @@ def _seccomp_program(arch: str, allow_namespaces: bool) -> bytes:
     ins(_BPF_JEQ_K, 0, 1, _PR_SET_PDEATHSIG)
     ins(_BPF_RET_K, 0, 0, errno_eperm)
     ins(_BPF_LD_W_ABS, 0, 0, 0)
-    # socket(domain, ...): only Unix sockets (no network, no netlink).
-    ins(_BPF_JEQ_K, 0, 3, numbers["socket"])
-    ins(_BPF_LD_W_ABS, 0, 0, 16)
+    # socket(): none at all (red-team round 26b). Other families would reach the network
+    # or the kernel (netlink); a Unix socket could connect to any path socket on the host,
+    # which Landlock (ABI 7 and before) and the network namespace leave open. Sandboxed
+    # processes talk to kz over the socket pair they inherit (sandbox.py) and make none.
+    ins(_BPF_JEQ_K, 0, 4, numbers["socket"])
+    ins(_BPF_LD_W_ABS, 0, 0, _arg(0))
     ins(_BPF_JEQ_K, 1, 0, _AF_UNIX)
     ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT)
+    ins(_BPF_RET_K, 0, 0, errno_eperm)
+    # socketpair(AF_UNIX, SOCK_STREAM or SOCK_SEQPACKET, ...) only: an end of a datagram
+    # pair (SOCK_DGRAM, or SOCK_RAW, which Unix sockets make a datagram one) can still be
+    # sent through to a path (sendto, sendmsg); a connected stream or seqpacket end cannot.
+    ins(_BPF_JEQ_K, 0, 8, numbers["socketpair"])
+    ins(_BPF_LD_W_ABS, 0, 0, _arg(0))
+    ins(_BPF_JEQ_K, 0, 4, _AF_UNIX)
+    ins(_BPF_LD_W_ABS, 0, 0, _arg(1))
+    ins(_BPF_ALU_AND_K, 0, 0, _SOCK_TYPE_MASK)
+    ins(_BPF_JEQ_K, 2, 0, _SOCK_STREAM)
+    ins(_BPF_JEQ_K, 1, 0, _SOCK_SEQPACKET)
+    ins(_BPF_RET_K, 0, 0, errno_eperm)
+    ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)
+    # sendto(fd, buf, len, flags, dest_addr, addrlen): no address (send() is sendto with
+    # none); both halves of the pointer are looked at.
+    ins(_BPF_JEQ_K, 0, 6, numbers["sendto"])
+    ins(_BPF_LD_W_ABS, 0, 0, _arg(4))
+    ins(_BPF_JEQ_K, 0, 2, 0)
+    ins(_BPF_LD_W_ABS, 0, 0, _arg(4) + 4)
+    ins(_BPF_JEQ_K, 1, 0, 0)
+    ins(_BPF_RET_K, 0, 0, errno_eperm)
+    ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)
+    # No setuid or setgid file (red-team round 26b): the worker's root is the host's root
+    # where kz runs as root with a shared uid, and a setuid copy of a shell left in its
+    # scratch folder would be a root shell for any local user. chmod and friends, and the
+    # mode of a file created by open, creat or mknod; openat2 hides its mode in memory
+    # (ENOSYS: callers fall back to openat). File capabilities (security.capability, written
+    # by setxattr) would do what a setuid bit does: extended attributes are refused as
+    # unsupported.
+    for name, (mode_index, flags_index) in _MODE_ARGUMENTS.items():
+        if name not in numbers:
+            continue  # aarch64 has only the *at forms
+        if flags_index is None:
+            ins(_BPF_JEQ_K, 0, 4, numbers[name])
+        else:
+            ins(_BPF_JEQ_K, 0, 6, numbers[name])
+            ins(_BPF_LD_W_ABS, 0, 0, _arg(flags_index))
+            ins(_BPF_JSET_K, 0, 3, _O_CREAT_OR_TMPFILE)
+        ins(_BPF_LD_W_ABS, 0, 0, _arg(mode_index))
+        ins(_BPF_JSET_K, 0, 1, _S_ISUID_ISGID)
+        ins(_BPF_RET_K, 0, 0, errno_eperm)
+        ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)
+    ins(_BPF_JEQ_K, 0, 1, numbers["openat2"])
+    ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.ENOSYS)
+    for name in ("setxattr", "lsetxattr", "fsetxattr", "setxattrat"):
+        ins(_BPF_JEQ_K, 0, 1, numbers[name])
+        ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.EOPNOTSUPP)
     ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)
     return b"".join(struct.pack("<HBBI", *instruction) for instruction in program)
 

@@ -124,6 +124,118 @@ def test_seccomp_refuses_ptrace_shared_memory_namespaces_and_network():
     assert in_child(body) == 0
 
 
+@needs_seccomp
+def test_seccomp_refuses_unix_sockets_by_path(tmp_path):
+    """Red-team round 26b: Landlock (ABI 7 and before) and the network namespace leave
+    connect() to a Unix socket by its path open (docker.sock, D-Bus, Ray's sockets). Under
+    the filter no socket is made, nothing connects, a datagram pair (which could be sent
+    through to a path) is refused and sendto names no address; the stream and seqpacket
+    pairs kz talks over still work."""
+    import errno
+    import socket
+
+    stream_path, dgram_path = str(tmp_path / "listener.sock"), str(tmp_path / "datagram.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(stream_path)
+    listener.listen(4)
+    receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    receiver.bind(dgram_path)
+
+    def refused(make) -> bool:
+        try:
+            made = make()
+        except OSError as exc:
+            return exc.errno in (errno.EPERM, errno.EAFNOSUPPORT)
+        for sock in made if isinstance(made, tuple) else (made,):
+            sock.close()
+        return False
+
+    def body() -> int:
+        inherited = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # as if made before the filter
+        isolation.install_seccomp()
+        if not refused(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)):
+            return 1
+        if not refused(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)):
+            return 2
+        for kind in (socket.SOCK_DGRAM, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK, socket.SOCK_RAW):
+            if not refused(lambda kind=kind: socket.socketpair(socket.AF_UNIX, kind)):
+                return 3
+        if not refused(lambda: inherited.connect(stream_path)):
+            return 4
+        if not refused(lambda: inherited.connect(dgram_path)):
+            return 5
+        if not refused(lambda: inherited.sendto(b"out", dgram_path)):
+            return 6
+        for kind in (socket.SOCK_STREAM, socket.SOCK_STREAM | socket.SOCK_CLOEXEC, socket.SOCK_SEQPACKET):
+            left, right = socket.socketpair(socket.AF_UNIX, kind)
+            left.sendall(b"ping")
+            if right.recv(16) != b"ping":
+                return 7
+            right.send(b"pong")
+            if left.recv(16) != b"pong":
+                return 8
+            left.close()
+            right.close()
+        return 0
+
+    try:
+        assert in_child(body) == 0
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+        receiver.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            receiver.recv(16)  # nothing was sent
+    finally:
+        listener.close()
+        receiver.close()
+
+
+@needs_seccomp
+def test_seccomp_refuses_setuid_and_setgid_files(tmp_path):
+    """Red-team round 26b: with a shared root uid, a setuid copy of a shell left in a
+    worker's scratch folder would be a root shell for any local user. No mode with the
+    setuid or setgid bit is set (chmod, fchmod, open or mknod creating one), and no file
+    capability (extended attributes are refused); ordinary modes still are."""
+    import errno
+    import stat
+
+    shell = tmp_path / "bash"
+    shell.write_bytes(b"#!/bin/sh\n")
+    shell.chmod(0o644)
+
+    def refused(call, code: int = errno.EPERM) -> bool:
+        try:
+            call()
+        except OSError as exc:
+            return exc.errno == code
+        return False
+
+    def body() -> int:
+        isolation.install_seccomp()
+        if not refused(lambda: os.chmod(shell, 0o4755)) or not refused(lambda: os.chmod(shell, 0o2755)):
+            return 1
+        fd = os.open(shell, os.O_RDONLY)
+        try:
+            if not refused(lambda: os.fchmod(fd, 0o6755)):
+                return 2
+        finally:
+            os.close(fd)
+        if not refused(lambda: os.open(tmp_path / "created", os.O_CREAT | os.O_WRONLY, 0o4755)):
+            return 3
+        if not refused(lambda: os.mknod(tmp_path / "node", stat.S_IFREG | 0o2755)):
+            return 4
+        if not refused(lambda: os.setxattr(shell, "user.kz", b"x"), errno.EOPNOTSUPP):
+            return 5
+        os.chmod(shell, 0o755)  # an ordinary mode still works
+        os.close(os.open(tmp_path / "plain", os.O_CREAT | os.O_WRONLY, 0o644))
+        return 0
+
+    assert in_child(body) == 0
+    assert stat.S_IMODE(shell.stat().st_mode) == 0o755
+    assert not (tmp_path / "created").exists() and not (tmp_path / "node").exists() and (tmp_path / "plain").exists()
+
+
 @needs_pid_namespace
 def test_a_pid_namespace_takes_every_process_with_it(tmp_path):
     """The supervisor unshares and forks PID 1; everything PID 1 starts (a daemon in a new
