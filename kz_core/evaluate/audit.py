@@ -25,7 +25,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import secrets
-import shutil
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -35,7 +34,7 @@ import torch
 from kz_core.evaluate.correctness import compare, tolerance_for
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerError, WorkerPool, start_zygote
 from kz_core.model import Finding, Problem, Severity
-from kz_core.paths import scratch_root as new_scratch_root
+from kz_core.paths import remove_tree, scratch_root as new_scratch_root
 
 
 @attrs.frozen
@@ -134,5 +133,5 @@ def audit_problems(
             pool.close()
         finally:
             zygote.close()
-            shutil.rmtree(settings.scratch_root, ignore_errors=True)
+            remove_tree(settings.scratch_root)  # workers wrote there: never raises
     return results  # type: ignore[return-value]

@@ -33,6 +33,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from kz_core.paths import remove_tree
+
 #: In candidate workers: the shared folder of finished builds (read-only there).
 SHARED_ENV = "KZ_SHARED_BUILDS"
 #: In every worker of an evaluator: its ``eval.compile_timeout_s``, the seconds a compile
@@ -48,6 +50,8 @@ MAX_DEFERRED = 8
 MAX_ARGUMENT_BYTES = 4 << 20
 #: Bytes a build's folder may take to be shared.
 MAX_BUILD_BYTES = 2 << 30
+#: Folders deep a build's folder may be to be shared (a build is a few deep).
+MAX_BUILD_DEPTH = 64
 
 #: In a candidate worker: the builds deferred during the current load.
 DEFERRED: list[dict[str, Any]] = []
@@ -109,16 +113,34 @@ def validate_deferred(entries: Any, builders: dict[str, Any]) -> list[dict[str, 
 
 def plain_tree(folder: Path) -> bool:
     """Whether ``folder`` holds only folders and regular files (no links, devices or
-    sockets) of at most :data:`MAX_BUILD_BYTES` in all."""
+    sockets) of at most :data:`MAX_BUILD_BYTES` in all, at most :data:`MAX_BUILD_DEPTH`
+    folders deep. Walked with a list of folders, not on the stack: a compiler driven by a
+    candidate's flags could leave a tree deep enough for ``os.walk`` (recursive before
+    Python 3.12) to raise ``RecursionError`` in the evaluator."""
+    if folder.is_symlink() or not folder.is_dir():
+        return False
     total = 0
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        for name in dirs + files:
-            path = Path(root) / name
-            if path.is_symlink() or not (path.is_dir() or path.is_file()):
-                return False
-            if path.is_file():
-                total += path.stat().st_size
-    return folder.is_dir() and not folder.is_symlink() and total <= MAX_BUILD_BYTES
+    pending = [(folder, 0)]
+    while pending:
+        current, depth = pending.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        return False
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth + 1 > MAX_BUILD_DEPTH:
+                            return False
+                        pending.append((Path(entry.path), depth + 1))
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+                        if total > MAX_BUILD_BYTES:
+                            return False
+                    else:
+                        return False
+        except OSError:
+            return False
+    return True
 
 
 def publish(folder: Path, root: Path, backend: str, key: str) -> bool:
@@ -135,7 +157,7 @@ def publish(folder: Path, root: Path, backend: str, key: str) -> bool:
     try:
         os.rename(staging, target)
     except OSError:  # another builder published the same key first
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_tree(staging)  # a build driven by a candidate's flags: never raises
     return True
 
 

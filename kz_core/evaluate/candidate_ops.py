@@ -11,7 +11,6 @@ import contextlib
 import functools
 import gc
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kz_core.evaluate.execution import error_reply, set_cpu_budget
+from kz_core.paths import remove_tree
 from kz_core.plugins import backend_hook
 
 
@@ -435,7 +435,7 @@ class CandidateOps:
             self.candidate = None
             os.chdir(self.scratch_root)
             if workdir is not None:
-                shutil.rmtree(workdir, ignore_errors=True)
+                remove_tree(workdir)  # the candidate wrote there: never raises
             flags = global_flags()
             changed = {k: [str(self.baseline_flags[k]), str(flags[k])] for k in flags if flags[k] != self.baseline_flags[k]}
             if changed:

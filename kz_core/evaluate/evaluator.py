@@ -332,7 +332,9 @@ class Evaluator:
                 self.references.close()
             finally:
                 self._zygote.close()
-        shutil.rmtree(self._candidate_pool.settings.scratch_root, ignore_errors=True)
+        from kz_core.paths import remove_tree  # candidates wrote there: shutil.rmtree raised on a deep tree
+
+        remove_tree(self._candidate_pool.settings.scratch_root)
 
     def warm_up(self) -> None:
         """Start the workers now rather than on the first candidate."""

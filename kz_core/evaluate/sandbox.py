@@ -32,6 +32,7 @@ import re
 import secrets
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -44,7 +45,7 @@ import attrs
 from loguru import logger
 
 from kz_core.evaluate import wire
-from kz_core.paths import cache_dir
+from kz_core.paths import cache_dir, remove_tree
 
 #: Variables a worker may inherit; everything else (tokens, keys, cloud credentials) is
 #: dropped before model-written code can read it.
@@ -184,22 +185,64 @@ def _new_uid() -> int:
     return (1 << 30) + secrets.randbelow(1 << 29)
 
 
-def _spawn(module_args: list[str], child_sock: socket.socket, env: dict[str, str], cwd: Path, log_path: Path) -> subprocess.Popen:
-    """``python -m`` a kz module in its own session, handing it ``child_sock`` (closed here)."""
-    with open(log_path, "wb") as log:
+def _spawn(module_args: list[str], child_sock: socket.socket, env: dict[str, str], cwd: Path, log: WorkerLog) -> subprocess.Popen:
+    """``python -m`` a kz module in its own session, handing it ``child_sock`` (closed here)
+    and ``log`` as its output."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", *module_args],
+            pass_fds=[child_sock.fileno()],
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log.fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        child_sock.close()
+
+
+class WorkerLog:
+    """A worker's log file (its stdout and stderr), created here and read through the
+    descriptor this process opened when it created it, never through its path.
+
+    A candidate's log lies in its scratch folder, which it may change at will: it replaced
+    ``worker.log`` by a link to ``/proc/self/environ`` (this process's environment, tokens
+    included, came back in the finding of its crash), to a key file, to ``/dev/zero`` (the
+    read never ended) or by a FIFO (the open never returned; red-team round 26b). The
+    descriptor keeps the file this process made, whatever is at the path now, and only its
+    last bytes are read. The path is handed to the zygote, which opens it (appending) for
+    the worker before any candidate code runs.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+    def tail(self, size: int) -> str:
+        """At most the last ``size`` bytes, decoded; "" when closed or unreadable."""
+        if self.fd is None or size <= 0:
+            return ""
         try:
-            return subprocess.Popen(
-                [sys.executable, "-m", *module_args],
-                pass_fds=[child_sock.fileno()],
-                env=env,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            child_sock.close()
+            end = os.fstat(self.fd).st_size
+            start = max(0, end - size)
+            data = b""
+            while len(data) < end - start:  # a regular file: short reads only near its end
+                chunk = os.pread(self.fd, end - start - len(data), start + len(data))
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            return ""
+        return data.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        """Idempotent; a long run keeps no descriptor per worker."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class ZygoteProcess:
@@ -211,8 +254,9 @@ class ZygoteProcess:
     def __init__(self, device: str, settings: SandboxSettings):
         self.device = device
         self.settings = settings
-        settings.scratch_root.mkdir(parents=True, exist_ok=True)
-        self.log_path = Path(os.path.realpath(settings.scratch_root)) / f"zygote-{secrets.token_hex(4)}.log"
+        make_scratch_root(settings.scratch_root)
+        self.log = WorkerLog(Path(os.path.realpath(settings.scratch_root)) / f"zygote-{secrets.token_hex(4)}.log")
+        self.log_path = self.log.path
         parent_sock, child_sock = socket.socketpair()
         self.sock = parent_sock
         self._lock = threading.Lock()
@@ -221,13 +265,20 @@ class ZygoteProcess:
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
         env["HOME"] = str(settings.scratch_root)
         env[MARKER_VARIABLE] = f"{SESSION_MARKER}-zygote-{secrets.token_hex(4)}"  # its workers replace it with theirs
-        self.process = _spawn(["kz_core.evaluate.zygote", str(child_sock.fileno()), device], child_sock, env, settings.scratch_root, self.log_path)
+        try:
+            self.process = _spawn(["kz_core.evaluate.zygote", str(child_sock.fileno()), device], child_sock, env, settings.scratch_root, self.log)
+        except BaseException:
+            self.log.close()
+            with contextlib.suppress(OSError):
+                self.sock.close()
+            raise
         try:
             self.sock.settimeout(settings.start_timeout_s)
             hello = self._recv()
         except (OSError, ValueError, WireError_) as exc:
+            tail = self._log_tail()
             self.close()
-            raise WorkerStartError(f"the sandbox's zygote on {device} did not start: {exc}\n{self._log_tail()}") from exc
+            raise WorkerStartError(f"the sandbox's zygote on {device} did not start: {exc}\n{tail}") from exc
         if not hello.get("ok"):
             self.close()
             raise WorkerStartError(f"the sandbox's zygote on {device} did not start: {hello.get('message')}\n{hello.get('traceback', '')}")
@@ -236,10 +287,7 @@ class ZygoteProcess:
         self.support = Support(**hello["isolation"])
 
     def _log_tail(self) -> str:
-        try:
-            return self.log_path.read_bytes()[-2000:].decode("utf-8", errors="replace")
-        except OSError:
-            return ""
+        return self.log.tail(2000)
 
     def _recv(self) -> dict[str, Any]:
         import json
@@ -286,6 +334,7 @@ class ZygoteProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
+        self.log.close()
 
 
 def start_zygote(device: str, settings: SandboxSettings, isolation_off: Any = ()) -> ZygoteProcess:
@@ -392,10 +441,11 @@ class WorkerProcess:
         self.zygote = zygote
         self.worker_pid = 0
         self._worker_handle: _ProcessHandle | None = None
-        settings.scratch_root.mkdir(parents=True, exist_ok=True)
+        make_scratch_root(settings.scratch_root)
         self.scratch = Path(os.path.realpath(settings.scratch_root)) / f"{role}-{self.marker}"
-        self.scratch.mkdir(parents=True)
-        self.log_path = self.scratch / "worker.log"
+        self.scratch.mkdir(mode=0o700)
+        self.log = WorkerLog(self.scratch / "worker.log")
+        self.log_path = self.log.path
         parent_sock, child_sock = socket.socketpair()
         self.sock = parent_sock
         env = scrubbed_environment({**dict(settings.extra_env), **device_environment(device)})
@@ -434,6 +484,8 @@ class WorkerProcess:
         try:
             if zygote is not None:
                 spec = sandbox_spec(role, device, self.scratch, self.log_path, env, settings, zygote.support)
+                if spec["isolate_uid"] is not None:
+                    make_scratch_root(settings.scratch_root, searchable=True)
                 try:
                     pid, self.worker_pid = zygote.fork(spec, child_sock)
                 finally:
@@ -441,11 +493,12 @@ class WorkerProcess:
                 self.process: Any = _ForkedProcess(pid, zygote)
                 self._worker_handle = _ProcessHandle(self.worker_pid)
             else:
-                self.process = _spawn(["kz_core.evaluate.worker", str(child_sock.fileno())], child_sock, env, self.scratch, self.log_path)
+                self.process = _spawn(["kz_core.evaluate.worker", str(child_sock.fileno())], child_sock, env, self.scratch, self.log)
                 self.worker_pid = self.process.pid
         except BaseException:
             with contextlib.suppress(OSError):
                 self.sock.close()
+            self.discard_scratch()
             raise
         limits = {
             "address_space_bytes": settings.address_space_bytes if device == "cpu" else 0,
@@ -463,9 +516,11 @@ class WorkerProcess:
             hello = self.call({"op": "init", **init}, timeout=settings.start_timeout_s, _raw_init=True)
         except WorkerError as exc:
             self.kill()
+            self.discard_scratch()
             raise WorkerStartError(f"a {role} worker on {device} did not start: {exc}") from exc
         if not hello.get("ok"):
             self.kill()
+            self.discard_scratch()
             raise WorkerStartError(f"a {role} worker on {device} did not start: {hello.get('message')}\n{hello.get('traceback', '')}")
         self.identity: dict[str, Any] = hello["identity"]
         logger.debug("started {} worker pid {} on {}", role, self.process.pid, device)
@@ -475,11 +530,16 @@ class WorkerProcess:
         return self.process.pid
 
     def log_tail(self, size: int = 3000) -> str:
-        try:
-            data = self.log_path.read_bytes()
-        except OSError:
-            return ""
-        return data[-size:].decode("utf-8", errors="replace")
+        """The last ``size`` bytes of the worker's output, read through this process's own
+        descriptor of its log (:class:`WorkerLog`), never through the path in its scratch
+        folder."""
+        return self.log.tail(size)
+
+    def discard_scratch(self) -> None:
+        """The worker is done with: its log's descriptor is closed and its scratch folder
+        removed (:func:`_remove_tree`, which never raises)."""
+        self.log.close()
+        _remove_tree(self.scratch)
 
     def describe_exit(self) -> str:
         code = self.process.poll()
@@ -579,7 +639,7 @@ class WorkerProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=5)
         self.kill(record=False)
-        _remove_tree(self.scratch)
+        self.discard_scratch()
 
 
 class _ProcessHandle:
@@ -658,9 +718,29 @@ class _ForkedProcess:
 
 
 def _remove_tree(path: Path) -> None:
-    import shutil
+    """Remove a scratch folder that a candidate may have made hostile (a tree thousands of
+    folders deep, folders it may not enter, links out of it); never raises: a worker's
+    slot in its pool is given back whatever is left (``paths.remove_tree``)."""
+    remove_tree(path)
 
-    shutil.rmtree(path, ignore_errors=True)
+
+def make_scratch_root(path: Path, searchable: bool = False) -> None:
+    """Create ``path``, the folder every worker's scratch folder is made in, with mode
+    ``0o700``: nothing a candidate leaves there (a setuid copy of a shell, red-team round
+    26b) is reachable by another local user, even if it outlived its removal. With
+    ``searchable``, others may pass through it (``0o711``; never list it): a candidate that
+    runs as a uid of its own must reach its own folder below it, whose name (a random
+    marker) nobody else can guess. A folder that exists is only ever given that search
+    permission, never narrowed: another zygote's candidates may need it. (A candidate
+    that shares kz's uid could change this mode itself: what keeps its files from
+    outliving the run is :func:`_remove_tree`, which removes them whatever they are.)"""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    if searchable:
+        info = os.stat(path, follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and info.st_mode & 0o011 != 0o011:
+            os.chmod(path, stat.S_IMODE(info.st_mode) | 0o011)
 
 
 class WorkerPool:
@@ -792,18 +872,25 @@ class WorkerPool:
             yield worker
         finally:
             worker.uses += 1
-            if self.single_use and not worker.retired:
-                worker.kill()  # it ran a candidate: never reused
-            elif self.recycle_after and worker.uses >= self.recycle_after and not worker.retired:
-                worker.shutdown()
-            if worker.retired or self._closed:
-                if not worker.retired:
+            gone = True
+            try:
+                if self.single_use and not worker.retired:
+                    worker.kill()  # it ran a candidate: never reused
+                elif self.recycle_after and worker.uses >= self.recycle_after and not worker.retired:
                     worker.shutdown()
+                gone = worker.retired or self._closed
+                if gone:
+                    if not worker.retired:
+                        worker.shutdown()
+                    else:
+                        worker.discard_scratch()
+            finally:
+                # The slot is given back whatever happened above: with one worker, a
+                # removal that raised left the pool waiting forever (red-team round 26b).
+                if gone:
+                    self._replace()
                 else:
-                    _remove_tree(worker.scratch)
-                self._replace()
-            else:
-                self._idle.put(worker)
+                    self._idle.put(worker)
 
     def _take(self, key: str | None, wait: float = 0.0) -> Any:
         """An idle worker that may serve ``key``; None: start one (counted); ``...``: wait."""
@@ -948,3 +1035,4 @@ class WorkerPool:
             left = [w for w in self._workers if not w.retired]
         for worker in left:  # in use by a caller that did not give it back: end it anyway
             worker.kill()
+            worker.log.close()  # its folder goes with the scratch root

@@ -36,7 +36,6 @@ import concurrent.futures
 import os
 import re
 import secrets
-import shutil
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -47,7 +46,7 @@ from kz_core.model import Finding, Problem, Severity
 from kz_core.parsing import ParsedReply
 from kz_core.problems.base import make_problem
 from kz_core.proposer.similarity import Fingerprint, fingerprint, most_similar
-from kz_core.paths import scratch_root as new_scratch_root
+from kz_core.paths import remove_tree, scratch_root as new_scratch_root
 
 #: Every check a validation can report, in the order they are made.
 CHECKS = (
@@ -277,7 +276,7 @@ class ModuleValidator:
             self.pool.close()
         finally:
             self.zygote.close()
-            shutil.rmtree(self.settings.scratch_root, ignore_errors=True)
+            remove_tree(self.settings.scratch_root)  # the modules' workers wrote there: never raises
 
     def validate(
         self,
