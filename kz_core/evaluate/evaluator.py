@@ -29,7 +29,6 @@ import dataclasses
 import json
 import os
 import secrets
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -61,7 +60,7 @@ from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, executor_caches, start_zygote
 from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
-from kz_core.paths import scratch_root as new_scratch_root
+from kz_core.paths import remove_tree, scratch_root as new_scratch_root
 from kz_core.serialization import from_json_dict
 
 #: Settings that never change a verdict, left out of journal keys.
@@ -332,9 +331,7 @@ class Evaluator:
                 self.references.close()
             finally:
                 self._zygote.close()
-        from kz_core.paths import remove_tree  # candidates wrote there: shutil.rmtree raised on a deep tree
-
-        remove_tree(self._candidate_pool.settings.scratch_root)
+        remove_tree(self._candidate_pool.settings.scratch_root)  # candidates wrote there: shutil.rmtree raised on a deep tree
 
     def warm_up(self) -> None:
         """Start the workers now rather than on the first candidate."""
@@ -559,7 +556,7 @@ class Evaluator:
             if self.journal is not None and not any(f.check in INFRASTRUCTURE_CHECKS for f in result.findings):
                 self.journal.put(key, result)
             return result
-        result = self._evaluate(candidate)
+        result = self._guarded(candidate)
         # Other candidates' memory, or this one's own? Once more with the whole GPU memory
         # budget, and if that runs out too, a last time with the GPU to itself: an honest
         # kernel is never failed for what its neighbours held, and one that runs out of
@@ -575,13 +572,32 @@ class Evaluator:
             logger.info("{}/{} ran out of GPU memory; evaluating it again alone (attempt {})", candidate.problem, candidate.sample_id, level + 1)
             self._alone.on = level
             try:
-                result = self._evaluate(candidate)
+                result = self._guarded(candidate)
             finally:
                 self._alone.on = 0
             result = attrs.evolve(result, findings=result.findings + (Finding("gpu_memory", why, Severity.INFO),))
         if self.journal is not None and not any(f.check in INFRASTRUCTURE_CHECKS for f in result.findings):
             self.journal.put(key, result)
         return result
+
+    def _guarded(self, candidate: Candidate) -> EvalResult:
+        """:meth:`_evaluate`, whose unexpected failure is this candidate's result alone
+        (``not_run``, never journaled, so a re-run evaluates it again) rather than the end
+        of the batch: red-team round 26b ended whole batches, every honest neighbour's
+        result lost, through failures nobody had foreseen (a reply that broke the decoder,
+        a folder tree too deep to remove). The evaluator's own failures still end it."""
+        started = time.perf_counter()
+        try:
+            return self._evaluate(candidate)
+        except (EvaluatorError, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - one candidate's failure, whatever it is
+            logger.opt(exception=exc).warning("evaluating {}/{} failed inside kz; the batch goes on", candidate.problem, candidate.sample_id)
+            message = (
+                f"kz failed while evaluating this candidate ({type(exc).__name__}: {str(exc)[:500]}); the rest of the batch "
+                "went on. If it happens again, report it as a kz bug with this candidate."
+            )
+            return self._finish(candidate, self.problems.get(candidate.problem), [Finding("not_run", message)], started)
 
     # -- the pipeline -------------------------------------------------------------------
 

@@ -209,3 +209,30 @@ def test_each_candidate_has_a_dev_shm_of_its_own(example_problems):
         assert not (Path("/dev/shm") / name).exists()
     finally:
         (Path("/dev/shm") / name).unlink(missing_ok=True)
+
+
+def test_a_failure_inside_kz_is_that_candidates_result_not_the_batchs():
+    """Red-team round 26b ended whole batches through failures nobody had foreseen (a reply
+    that broke the decoder, a folder tree too deep to remove): the exception reached
+    ``evaluate``, which re-raised it, and no candidate had a result. Now the candidate whose
+    evaluation failed gets ``not_run`` (never journaled) and the others their verdicts."""
+    import types
+
+    from kz_core.evaluate.evaluator import EvaluatorError
+
+    def evaluate(candidate, compile_only=False):
+        if candidate.sample_id == 1:
+            raise RecursionError("maximum recursion depth exceeded")
+        if candidate.sample_id == 2:
+            raise EvaluatorError("the evaluator itself cannot work")
+        return "judged"
+
+    fake = types.SimpleNamespace(_evaluate=evaluate, problems={})
+    fake._finish = types.MethodType(Evaluator._finish, fake)
+    guarded = types.MethodType(Evaluator._guarded, fake)
+    assert guarded(Candidate(problem="p", code="", backend="triton", sample_id=0)) == "judged"
+    failed = guarded(Candidate(problem="p", code="", backend="triton", sample_id=1))
+    assert failed.verdict is Verdict.RUNTIME_ERROR and [f.check for f in failed.findings] == ["not_run"]
+    assert "RecursionError" in failed.message
+    with pytest.raises(EvaluatorError):
+        guarded(Candidate(problem="p", code="", backend="triton", sample_id=2))
