@@ -134,6 +134,12 @@ def encode_reply(reply: Any) -> bytes:
 MAX_DEPTH = 64
 #: The most dimensions a tensor in a reply may have (torch's own limit is 64).
 MAX_DIMS = 64
+#: The largest JSON header a reply may have, and the most lists and dicts it may open.
+#: Tensor bytes are not in it; kz's largest headers are plans (20,000 steps at most, a few
+#: MB). Each JSON container costs the parent about 20 times its bytes: a 120 MB header of
+#: empty dicts took 3.35 GB (red-team round 26c).
+MAX_HEADER_BYTES = 64 << 20
+MAX_CONTAINERS = 2_000_000
 
 
 def decode_reply(payload: bytes | bytearray) -> Any:
@@ -158,7 +164,13 @@ def _decode(view: memoryview) -> Any:
     offset = 0
     (header_size,) = _LENGTH.unpack_from(view, offset)
     offset += _LENGTH.size
-    header = json.loads(bytes(view[offset : offset + header_size]).decode("utf-8"))
+    if header_size > MAX_HEADER_BYTES:
+        raise WireError(f"a reply header of {header_size} bytes (at most {MAX_HEADER_BYTES})")
+    text = bytes(view[offset : offset + header_size])
+    if text.count(b"[") + text.count(b"{") > MAX_CONTAINERS:  # counted before json builds them
+        raise WireError(f"a reply header opening more than {MAX_CONTAINERS} lists and dicts")
+    header = json.loads(text.decode("utf-8"))
+    del text
     offset += header_size
     (count,) = _LENGTH.unpack_from(view, offset)
     offset += _LENGTH.size
@@ -179,11 +191,11 @@ def _decode(view: memoryview) -> Any:
             if "__tensor__" in value:
                 dtype_name = value["dtype"]
                 if dtype_name not in TENSOR_DTYPES:
-                    raise WireError(f"tensor dtype {dtype_name!r} is not allowed")
+                    raise WireError(f"tensor dtype {str(dtype_name)[:40]!r} is not allowed")
                 dtype = getattr(torch, dtype_name)
                 shape, index = value["shape"], value["__tensor__"]
                 if not (isinstance(shape, list) and len(shape) <= MAX_DIMS and all(type(s) is int and s >= 0 for s in shape)):
-                    raise WireError(f"malformed tensor shape {str(shape)[:100]}")
+                    raise WireError("malformed tensor shape (a list of at most 64 non-negative integers)")
                 if type(index) is not int or not 0 <= index < len(blobs) or index in used:
                     raise WireError("a tensor names tensor data that is missing or named already")
                 used.add(index)
@@ -205,10 +217,10 @@ def _decode(view: memoryview) -> Any:
                 return tuple(build(v, depth + 1) for v in value["__tuple__"])
             if "__dict__" in value:
                 return {build(k, depth + 1): build(v, depth + 1) for k, v in value["__dict__"]}
-            raise WireError(f"unknown encoded value {sorted(value)[:8]}")
+            raise WireError(f"unknown encoded value (a dict of {len(value)} keys)")
         if value is None or isinstance(value, (bool, int, str)):
             return value
-        raise WireError(f"unexpected JSON value {str(value)[:100]}")
+        raise WireError(f"unexpected JSON value of type {type(value).__name__}")  # never its repr: it may be huge
 
     return build(header, 0)
 

@@ -183,3 +183,24 @@ def test_a_trickled_reply_is_bounded_by_the_whole_timeout():
         a.close()
         b.close()
         thread.join(5)
+
+
+def test_a_reply_header_is_bounded_before_json_builds_it():
+    """Red-team round 26c: a 120 MB header of empty dicts (``[{},{},...]``) took the parent
+    to 3.35 GB, since ``json.loads`` built every dict before any check, and the error path
+    then wrote out the whole list's repr."""
+    import tracemalloc
+
+    many = b"[" + b"{}," * (wire.MAX_CONTAINERS + 1) + b"{}]"
+    tracemalloc.start()
+    with pytest.raises(wire.WireError, match="lists and dicts"):
+        wire.decode_reply(_payload(many))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 4 * len(many)  # the bytes, never the dicts
+    header = wire._LENGTH.pack(wire.MAX_HEADER_BYTES + 1)
+    with pytest.raises(wire.WireError, match="reply header of"):
+        wire.decode_reply(header)
+    with pytest.raises(wire.WireError) as caught:
+        wire.decode_reply(_payload([1] * 100_000))
+    assert len(str(caught.value)) < 200

@@ -63,7 +63,7 @@ DENIED_ATTRS = frozenset({
     "import_module", "os", "sys", "inspect", "knobs", "driver", "run", "warmup", "rewrite", "rewriter",
     "rewritten_fn", "used_global_vals", "get_capture_scope", "device_caches", "create_binder", "preload",
     "pre_run_hooks", "add_pre_run_hook", "params", "signature", "raw_src", "parse", "launch_metadata",
-    "kwargs"})
+    "kwargs", "arg_names", "constexprs"})  # the last two: a jit function given as a constexpr (round 26c)
 
 #: What kernels may take from the ``triton`` package itself (the language lives below it).
 TRITON_ROOT_ATTRS = frozenset({"language", "cdiv", "next_power_of_2"})

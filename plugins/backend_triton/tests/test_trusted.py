@@ -427,6 +427,10 @@ BAD_BODIES = {
     "builtin_attribute": "y = print.x",
     "jit_internals": "y = tl.sum.rewriter",
     "kernel_launch": "k[(1,)](x)",
+    # A jit function given as a constexpr (``x`` here) reaches the executor's own build of
+    # it: its parameter list is not the kernel's to rewrite (red-team round 26c).
+    "jit_argument_names": "y = x.arg_names",
+    "jit_argument_constexprs": "y = x.constexprs",
     "double_star": "y = tl.load(**x)",
     "dunder_name": "y = __builtins__",
 }
