@@ -43,6 +43,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "add_tracer": ("kz_core.evaluate.recording", "add_tracer"),
     "records_plans": ("kz_core.evaluate.recording", "records_plans"),
     "NotReplayable": ("kz_core.evaluate.recording", "NotReplayable"),
+    "KernelRef": ("kz_core.evaluate.plans", "KernelRef"),
     "shared_folder": ("kz_core.evaluate.builds", "shared_folder"),
     "COMPILE_TIMEOUT_ENV": ("kz_core.evaluate.builds", "COMPILE_TIMEOUT_ENV"),
     # Source text helpers

@@ -242,7 +242,7 @@ class TritonKernels(TrustedKernels):
     def _resolved(self, value: Any) -> Any:
         """``value`` with each kernel a plan names as an argument (a ``@triton.jit``
         function given as a constexpr) made this source's own build of it."""
-        from kz_core.evaluate.plans import KernelRef
+        from kz_core import KernelRef
 
         if isinstance(value, KernelRef):
             kernel = self.kernels.get(value.name)
