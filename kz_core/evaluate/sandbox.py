@@ -401,6 +401,11 @@ def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str
         # with them and they cannot see or signal other processes either.
         "namespaces": bool(support.pid_namespace),
         "private_shm": private_shm,
+        # A candidate's scratch folder is a memory file system of its own where /dev/shm
+        # can be one (what it writes cannot fill the machine's disk). Not a builder's,
+        # whose build the parent reads after it; not a reference worker's or an executor's,
+        # whose caches (Inductor's for baselines) may be large and are written by kz's code.
+        "scratch_bytes": isolation.SCRATCH_BYTES if candidate and private_shm else 0,
         "isolate_uid": _new_uid() if candidate and support.separate_uid else None,
         "landlock": support.landlock_abi > 0,
         "seccomp": bool(support.seccomp),

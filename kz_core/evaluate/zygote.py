@@ -184,7 +184,9 @@ def _supervise(worker_sock: socket.socket, spec: dict[str, Any], report: int) ->
 
         tempfile.tempdir = None  # computed again from TMPDIR (the zygote's was cached)
         if spec.get("namespaces"):
-            worker = isolation.enter_namespaces(spec.get("isolate_uid"), Path(spec["scratch"]), private_shm=bool(spec.get("private_shm")))
+            worker = isolation.enter_namespaces(
+                spec.get("isolate_uid"), Path(spec["scratch"]), private_shm=bool(spec.get("private_shm")), scratch_bytes=int(spec.get("scratch_bytes", 0))
+            )
         else:
             isolation.become_subreaper()
             worker = os.fork()
