@@ -214,6 +214,10 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
     # -- reference role -----------------------------------------------------------------
 
 
+#: Python frames allowed beyond the interpreter's limit in a worker, for kz's own.
+KZ_FRAMES = 400
+
+
 def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[str, Any] | None = None) -> None:
     """Answer requests on ``sock`` until told to stop (the first one is ``init``).
 
@@ -221,6 +225,10 @@ def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[st
     :param sandbox: how the zygote placed this worker (its ``sandbox_spec``).
     """
     init = wire.recv_request(sock)
+    # The frames kz's own code and its launch wrappers hold below a forward (about 150):
+    # a forward that recurses 900 deep, which a plain script runs, ran out of Python's
+    # default 1000 here (over-rejection probe 19). The C stack has room for these.
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000) + KZ_FRAMES)
     try:
         if not preapplied_limits:
             apply_limits(init.get("limits", {}))
