@@ -1,5 +1,5 @@
 # problem: 1_vector_add
-# style: forward reaches its launch through 900 nested Python frames (recursive halving written as recursion; a plain script runs it within Python's default limit of 1000, and kz's worker holds about 150 frames of its own below a forward)
+# style: forward reaches its launch through 900 nested Python frames (a dispatcher that recurses before it launches; a plain script runs it within Python's default limit of 1000, and kz's worker holds about 150 frames of its own below a forward)
 import torch
 import torch.nn as nn
 import triton
