@@ -825,7 +825,9 @@ class Evaluator:
         with self._builds_lock:
             if self._builder_pool is None:
                 size = max(1, min(8, (os.cpu_count() or 2) // 2))  # two compiler processes per build
-                self._builder_pool = WorkerPool(self.device, "candidate", size, self._candidate_pool.settings, zygote=self._zygote)
+                # Its build is taken from its scratch folder once it ends: on the disk, not in memory.
+                settings = attrs.evolve(self._candidate_pool.settings, memory_scratch=False)
+                self._builder_pool = WorkerPool(self.device, "candidate", size, settings, zygote=self._zygote)
         pool, shared = self._builder_pool, self._shared_builds
         if backend not in shared.identities:
             with pool.acquire() as builder:

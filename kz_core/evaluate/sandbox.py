@@ -104,6 +104,10 @@ class SandboxSettings:
     lookup_paths: tuple[str, ...] = ()
     #: Folders an *executor* may write beyond its scratch folder (shared kernel caches).
     executor_write_paths: tuple[str, ...] = ()
+    #: A sandboxed candidate's scratch folder is a bounded memory file system of its own
+    #: (``isolation.mount_private_scratch``); not a builder's, whose build the parent takes
+    #: from that folder once the builder has ended.
+    memory_scratch: bool = True
 
 
 def scrubbed_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -405,7 +409,7 @@ def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str
         # can be one (what it writes cannot fill the machine's disk). Not a builder's,
         # whose build the parent reads after it; not a reference worker's or an executor's,
         # whose caches (Inductor's for baselines) may be large and are written by kz's code.
-        "scratch_bytes": isolation.SCRATCH_BYTES if candidate and private_shm else 0,
+        "scratch_bytes": isolation.SCRATCH_BYTES if candidate and private_shm and settings.memory_scratch else 0,
         "isolate_uid": _new_uid() if candidate and support.separate_uid else None,
         "landlock": support.landlock_abi > 0,
         "seccomp": bool(support.seccomp),
