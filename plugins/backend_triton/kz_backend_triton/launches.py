@@ -108,23 +108,13 @@ def _wrap_compiled(cls: type) -> None:
     cls.__getitem__ = getitem
 
 
-def _cpu_benchmarker(kernel_call: Any, quantiles: Any = None) -> list[float]:
-    """Autotuning under the interpreter, where Triton has no benchmarker: one timed call
-    per config (the configs' relative speed on a CPU means little; any works)."""
-    import time
-
-    kernel_call()
-    started = time.perf_counter()
-    kernel_call()
-    elapsed = (time.perf_counter() - started) * 1e3
-    return [elapsed, elapsed, elapsed]
-
-
 def _cpu_do_bench(fn: Any, warmup: Any = 25, rep: Any = 100, grad_to_none: Any = None, quantiles: Any = None, return_mode: str = "mean") -> Any:
-    """``triton.testing.do_bench`` (and ``do_bench_cudagraph``) under the interpreter,
-    where they need a GPU driver: what an autotuner given ``warmup=``/``rep=`` (Triton's
-    older interface) or a hand-written tuner calls. One timed call, in the shapes Triton
-    returns (a value per quantile, or one number; a list for ``return_mode="all"``)."""
+    """Triton's benchmarkers under the interpreter, where they need a GPU driver: the
+    autotuner's default, ``triton.testing.do_bench`` and ``do_bench_cudagraph`` (what an
+    autotuner given ``warmup=``/``rep=``, Triton's older interface, or a hand-written tuner
+    calls). One timed call per config (their relative speed on a CPU means little; any
+    works), in the shapes Triton returns (a value per quantile, or one number; a list for
+    ``return_mode="all"``)."""
     import time
 
     fn()
@@ -156,7 +146,7 @@ def install() -> LaunchCounter:
         if os.environ.get("TRITON_INTERPRET") == "1":
             from triton.runtime.autotuner import Autotuner
 
-            Autotuner.do_bench = property(lambda self: self._do_bench or _cpu_benchmarker)  # type: ignore[assignment]
+            Autotuner.do_bench = property(lambda self: self._do_bench or _cpu_do_bench)  # type: ignore[assignment]
             import triton.testing
 
             triton.testing.do_bench = _cpu_do_bench
