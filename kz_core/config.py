@@ -176,6 +176,12 @@ class EvalConfig:
     # Address-space limit of CPU worker processes, GiB (0: none; never applied on a GPU,
     # where CUDA maps very large address ranges).
     memory_limit_gb: float = 16.0
+    # Memory one sandboxed worker may hold in all, GiB: its processes and their children,
+    # the memory files they write, its scratch and /dev/shm memory file systems (a cgroup of
+    # its own, where the machine gives kz one; past it the kernel ends the worker and its
+    # result says so). 0: memory_limit_gb + 2 on a CPU, half the machine's memory on a GPU
+    # or where memory_limit_gb is 0; negative: no limit.
+    worker_memory_gb: float = 0.0
     # Largest file a worker may write, MiB.
     file_size_limit_mb: int = 1024
     # CPU seconds one candidate may use (SIGXCPU ends its worker beyond it); 0: no limit.
@@ -187,7 +193,8 @@ class EvalConfig:
     # left unwritten read back as NaN, not as stale results.
     poison_mb: int = 256
     # Isolation mechanisms NOT to use for candidate processes, though the kernel has them:
-    # any of landlock, seccomp, namespaces, private_shm (a /dev/shm of each worker's own;
+    # any of landlock, seccomp, namespaces, private_shm (a /dev/shm of each worker's own),
+    # cgroups (a cgroup per worker: its memory and processes as a whole;
     # kz detects what the kernel lacks by itself and says so; this is for testing the
     # fallbacks and for machines where one misbehaves).
     isolation_off: list[str] = field(default_factory=list)

@@ -57,7 +57,7 @@ from kz_core.evaluate.judge import (
     summary_message,
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
-from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, executor_caches, start_zygote
+from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, executor_caches, start_zygote, worker_memory_bytes
 from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.paths import remove_tree, scratch_root as new_scratch_root
@@ -221,6 +221,7 @@ class Evaluator:
         common = dict(
             scratch_root=scratch_root,
             address_space_bytes=int(self.config.memory_limit_gb * (1 << 30)),
+            group_memory_bytes=worker_memory_bytes(self.config, self.device),
             file_size_bytes=int(self.config.file_size_limit_mb) << 20,
             threads=1 if self.device == "cpu" else 4,
             tf32=bool(self.config.reference_tf32),

@@ -44,6 +44,8 @@ from pathlib import Path
 
 import attrs
 
+from kz_core.evaluate import cgroups
+
 # -- constants from the kernel's UAPI headers ---------------------------------------------
 
 _CLONE_NEWNS = 0x00020000
@@ -225,7 +227,7 @@ _MODE_ARGUMENTS = {
 
 
 #: The mechanisms ``eval.isolation_off`` may name.
-MECHANISMS = ("landlock", "seccomp", "namespaces", "private_shm")
+MECHANISMS = ("landlock", "seccomp", "namespaces", "private_shm", "cgroups")
 
 
 class IsolationError(RuntimeError):
@@ -246,6 +248,9 @@ class Support:
         ``/dev/shm`` in that namespace (else, on a GPU, workers share the machine's).
     :ivar separate_uid: each candidate runs as an unprivileged user of its own (kz runs as
         root, so it can map one).
+    :ivar cgroups: the controllers (``memory``, ``pids``) under which each sandboxed
+        worker gets a control group of its own (``kz_core/evaluate/cgroups.py``): its memory
+        and its processes bounded as a whole.
     :ivar architecture: ``platform.machine()``.
     """
 
@@ -256,12 +261,13 @@ class Support:
     proc_mount: bool = False
     private_shm: bool = False
     separate_uid: bool = False
+    cgroups: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     architecture: str = ""
 
     def without(self, mechanisms: Iterable[str]) -> Support:
-        """The same support with ``mechanisms`` (landlock, seccomp, namespaces, private_shm)
-        turned off (``private_shm``: workers use the machine's /dev/shm, writable on a GPU
-        only, as before each had its own)."""
+        """The same support with ``mechanisms`` (landlock, seccomp, namespaces, private_shm,
+        cgroups) turned off (``private_shm``: workers use the machine's /dev/shm, writable
+        on a GPU only, as before each had its own)."""
         off = set(mechanisms)
         unknown = off - set(MECHANISMS)
         if unknown:
@@ -275,6 +281,7 @@ class Support:
             proc_mount=self.proc_mount and "namespaces" not in off,
             private_shm=self.private_shm and "namespaces" not in off and "private_shm" not in off,
             separate_uid=self.separate_uid and "namespaces" not in off,
+            cgroups=() if "cgroups" in off else self.cgroups,
         )
 
     def missing(self) -> list[str]:
@@ -295,6 +302,10 @@ class Support:
                 gaps.append("a private /dev/shm (on a GPU, candidates share the machine's /dev/shm)")
         if not self.separate_uid:
             gaps.append("a user id per candidate (processes of all candidates share one user)")
+        if "memory" not in self.cgroups:
+            gaps.append("a memory cgroup per worker (its memory files, memory file systems and children are bounded per process only)")
+        if "pids" not in self.cgroups:
+            gaps.append("a pids cgroup per worker (its processes and threads are bounded only with a user id of its own)")
         return gaps
 
     def summary(self) -> str:
@@ -304,6 +315,7 @@ class Support:
             "PID namespace" + (" + /proc" if self.proc_mount else "") + (" + /dev/shm" if self.private_shm else "") if self.pid_namespace else "no PID namespace"
         )
         parts.append("uid per candidate" if self.separate_uid else "shared uid")
+        parts.append(f"cgroup per worker ({', '.join(self.cgroups)})" if self.cgroups else "no cgroups")
         return ", ".join(parts)
 
 
@@ -443,6 +455,7 @@ def support() -> Support:
         proc_mount=proc,
         private_shm=shm,
         separate_uid=pid and user and _readable_by_others(),
+        cgroups=cgroups.probe(),
         architecture=arch,
     )
 

@@ -108,6 +108,33 @@ class SandboxSettings:
     #: (``isolation.mount_private_scratch``); not a builder's, whose build the parent takes
     #: from that folder once the builder has ended.
     memory_scratch: bool = True
+    #: Memory a sandboxed worker may hold in all, bytes (0: no limit): its processes, the
+    #: memory files they write, its scratch and /dev/shm memory file systems; enforced by
+    #: a cgroup of its own where the machine gives one (``cgroups.py``).
+    group_memory_bytes: int = 0
+
+
+def worker_memory_bytes(config: Any, device: str) -> int:
+    """What ``config`` (the eval section) gives each sandboxed worker's cgroup as its memory
+    limit on ``device``, bytes (0: none); see ``EvalConfig.worker_memory_gb``."""
+    gigabytes = float(config.worker_memory_gb)
+    if gigabytes < 0:
+        return 0
+    if gigabytes == 0:
+        if device == "cpu" and float(config.memory_limit_gb) > 0:
+            gigabytes = float(config.memory_limit_gb) + 2.0
+        else:
+            return machine_memory_bytes() // 2
+    return int(gigabytes * (1 << 30))
+
+
+def machine_memory_bytes() -> int:
+    """The machine's memory, bytes (``MemTotal``; 0 where it cannot be read)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def scrubbed_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -323,11 +350,18 @@ class ZygoteProcess:
 
     def exit_status(self, pid: int) -> int | None:
         """How a supervisor ended (its worker's status; 128+N for signal N), None if running."""
+        return self.ended(pid).get("exit")
+
+    def ended(self, pid: int) -> dict[str, Any]:
+        """What the zygote knows of a supervisor: ``exit`` (as :meth:`exit_status`, None
+        while it runs) and, once it has ended in a cgroup of its own, ``oom_kills`` (its
+        processes the kernel ended for going over the group's memory limit) and
+        ``memory_peak`` (bytes)."""
         try:
             reply = self._request({"op": "status", "pid": pid}, timeout=10.0)
-        except (OSError, ValueError):
-            return None
-        return reply.get("exit")
+        except (OSError, ValueError, WireError_):
+            return {}
+        return reply if isinstance(reply, dict) else {}
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -411,6 +445,17 @@ def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str
         # whose caches (Inductor's for baselines) may be large and are written by kz's code.
         "scratch_bytes": isolation.SCRATCH_BYTES if candidate and private_shm and settings.memory_scratch else 0,
         "isolate_uid": _new_uid() if candidate and support.separate_uid else None,
+        # A cgroup of its own (cgroups.py), named after its scratch folder: all its
+        # processes' memory and their number bounded as a whole. A candidate's processes
+        # are its limit; a reference worker's, an executor's and a builder's (torch's
+        # compile workers, a compiler's jobs) four times as many.
+        "cgroup": {
+            "name": scratch.name,
+            "memory_bytes": settings.group_memory_bytes if "memory" in support.cgroups else 0,
+            "tasks": (settings.processes if candidate else 4 * settings.processes) if "pids" in support.cgroups else 0,
+        }
+        if support.cgroups
+        else None,
         "landlock": support.landlock_abi > 0,
         "seccomp": bool(support.seccomp),
         "read_paths": isolation.system_read_paths() + [str(scratch), *settings.read_paths],
@@ -554,6 +599,12 @@ class WorkerProcess:
         code = self.process.poll()
         if code is None:
             return "the worker stopped answering"
+        if getattr(self.process, "oom_kills", 0):
+            limit = self.settings.group_memory_bytes / (1 << 30)
+            return (
+                f"the worker went over its memory limit ({limit:.3g} GiB for all its processes, the memory files they"
+                " wrote and its memory file systems; eval.worker_memory_gb) and the kernel ended it"
+            )
         if code < 0:
             return f"the worker was killed by {_signal_name(code)}"
         if isinstance(self.process, _ForkedProcess) and code > 128:
@@ -702,12 +753,18 @@ class _ForkedProcess:
         self.pid = pid
         self.zygote = zygote
         self.returncode: int | None = None
+        #: Processes of the worker's cgroup that the kernel ended for its memory limit.
+        self.oom_kills = 0
         self.handle = _ProcessHandle(pid)
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self.zygote.exit_status(self.pid)
+            ended = self.zygote.ended(self.pid)
+            code = ended.get("exit")
+            self.returncode = code if type(code) is int else None
             if self.returncode is not None:
+                oom = ended.get("oom_kills")
+                self.oom_kills = oom if type(oom) is int else 0
                 self.handle.close()
         return self.returncode
 

@@ -8,18 +8,23 @@ candidate code. For each ``fork`` request it receives the new worker's socket (p
 a file descriptor) and forks a *supervisor*, which:
 
 1. redirects its output to the worker's log file and replaces its environment;
-2. for a sandboxed worker, enters new user, PID, mount, network and IPC namespaces
+2. where the machine gives cgroups, makes the worker's group, limits its memory and
+   processes, and moves itself in (``cgroups.Tree.enter``), so that all that follows is
+   bounded as a whole;
+3. for a sandboxed worker, enters new user, PID, mount, network and IPC namespaces
    (``isolation.enter_namespaces``) and forks PID 1 of the new PID namespace, which forks
    the worker with the supervisor's own process id (unique on the machine) and stays as
    the namespace's init; otherwise forks the worker and stays its subreaper, so that
    orphans come back to it and die with it;
-3. reports the pid of the worker (or of the namespace's init, whose death ends it) to the
+4. reports the pid of the worker (or of the namespace's init, whose death ends it) to the
    zygote and waits for it.
 
 The worker applies resource limits, Landlock and seccomp to itself, then serves requests
 (``kz_core/evaluate/worker.py``). Killing the worker kills its namespace; a supervisor
 that receives SIGTERM kills every process below it first. The zygote reaps supervisors
-and remembers how they ended; when its parent goes away it kills them all and exits.
+and remembers how they ended (with a cgroup: whether the kernel ended a process of it for
+its memory limit, after which it kills what is left in the group and removes it); when its
+parent goes away it kills them all and exits.
 """
 
 from __future__ import annotations
@@ -163,8 +168,9 @@ def _run_worker(worker_sock: socket.socket, spec: dict[str, Any]) -> None:
         os._exit(code)
 
 
-def _supervise(worker_sock: socket.socket, spec: dict[str, Any], report: int) -> None:
-    """In the supervisor: place the worker, report its pid, wait for it. Never returns."""
+def _supervise(worker_sock: socket.socket, spec: dict[str, Any], report: int, tree: Any = None) -> None:
+    """In the supervisor: place the worker (in its cgroup, with ``tree``), report its pid,
+    wait for it. Never returns."""
     from kz_core.evaluate import isolation
 
     code = 1
@@ -183,6 +189,11 @@ def _supervise(worker_sock: socket.socket, spec: dict[str, Any], report: int) ->
         import tempfile
 
         tempfile.tempdir = None  # computed again from TMPDIR (the zygote's was cached)
+        group = spec.get("cgroup")
+        if group and tree is not None:
+            # Before anything is forked: the helper, the init, the worker and all they start
+            # are in the worker's group, bounded as a whole (cgroups.py).
+            tree.enter(str(group["name"]), int(group.get("memory_bytes", 0)), int(group.get("tasks", 0)))
         if spec.get("namespaces"):
             worker = isolation.enter_namespaces(
                 spec.get("isolate_uid"), Path(spec["scratch"]), private_shm=bool(spec.get("private_shm")), scratch_bytes=int(spec.get("scratch_bytes", 0))
@@ -232,23 +243,40 @@ def _supervise(worker_sock: socket.socket, spec: dict[str, Any], report: int) ->
 class Zygote:
     """The zygote's state: its supervisors and how the finished ones ended."""
 
-    def __init__(self, control: socket.socket):
+    def __init__(self, control: socket.socket, tree: Any = None):
         self.control = control
+        self.tree = tree
         self.live: set[int] = set()
         self.ended: dict[int, int] = {}
+        #: The cgroup of each live supervisor, by its pid; how those of ended ones ended;
+        #: those whose processes were still exiting when their supervisor was reaped.
+        self.groups: dict[int, str] = {}
+        self.released: dict[int, Any] = {}
+        self.pending: set[str] = set()
 
     def reap(self) -> None:
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return
+                break
             if pid == 0:
-                return
+                break
             self.live.discard(pid)
             self.ended[pid] = os.waitstatus_to_exitcode(status)
+            name = self.groups.pop(pid, None)
+            if name is not None and self.tree is not None:
+                released = self.tree.release(name)
+                self.released[pid] = released
+                if not released.removed:
+                    self.pending.add(name)
             if len(self.ended) > 4096:
-                self.ended.pop(next(iter(self.ended)))
+                gone = next(iter(self.ended))
+                self.ended.pop(gone)
+                self.released.pop(gone, None)
+        for name in list(self.pending):
+            if self.tree.release(name).removed:
+                self.pending.discard(name)
 
     def fork(self, spec: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         if len(fds) != 1:
@@ -257,14 +285,17 @@ class Zygote:
             return {"ok": False, "message": "a fork request carries exactly one socket"}
         worker_sock = socket.socket(fileno=fds[0])
         read, write = os.pipe()
+        group = spec.get("cgroup") if self.tree is not None else None
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the supervisor
             os.close(read)
             self.control.close()
-            _supervise(worker_sock, spec, write)
+            _supervise(worker_sock, spec, write, self.tree if group else None)
         os.close(write)
         worker_sock.close()
         self.live.add(pid)
+        if group:
+            self.groups[pid] = str(group["name"])
         answer = b""
         while True:
             chunk = os.read(read, 64)
@@ -291,6 +322,9 @@ class Zygote:
                 self.reap()
                 pid = int(request.get("pid", 0))
                 reply = {"ok": True, "running": pid in self.live, "exit": self.ended.get(pid)}
+                released = self.released.get(pid)
+                if released is not None:
+                    reply.update(oom_kills=released.oom_kills, memory_peak=released.memory_peak)
             elif op == "shutdown":
                 break
             else:
@@ -306,9 +340,17 @@ class Zygote:
                 pass
         for pid in list(self.live):
             try:
-                os.waitpid(pid, 0)
+                _, status = os.waitpid(pid, 0)
             except ChildProcessError:
-                pass
+                continue
+            self.live.discard(pid)
+            name = self.groups.pop(pid, None)
+            if name is not None:
+                self.pending.add(name)
+        if self.tree is not None:
+            for name in self.pending:
+                self.tree.release(name)
+            self.tree.close()
 
 
 def main() -> None:
@@ -319,11 +361,21 @@ def main() -> None:
     except BaseException as exc:  # noqa: BLE001 - say why, the parent reports it
         _send(control, {"ok": False, "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
         os._exit(1)
-    from kz_core.evaluate import isolation
+    import attrs
 
-    _send(control, {"ok": True, "pid": os.getpid(), "isolation": __import__("attrs").asdict(isolation.support())})
+    from kz_core.evaluate import cgroups, isolation
+
+    support = isolation.support()
+    tree = None
+    if support.cgroups:
+        try:
+            tree = cgroups.Tree(support.cgroups)
+        except OSError:
+            traceback.print_exc()
+            support = support.without(["cgroups"])  # said in what kz reports of the sandbox
+    _send(control, {"ok": True, "pid": os.getpid(), "isolation": attrs.asdict(support)})
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    Zygote(control).serve()
+    Zygote(control, tree).serve()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -23,7 +23,7 @@ from kz_core.evaluate import Evaluator
 from kz_core.evaluate.journal import Journal
 from kz_core.model import Candidate, Verdict
 
-from .conftest import EXAMPLE_CANDIDATES, cheat_candidate, cheat_header, cheat_paths, eval_config
+from .conftest import EXAMPLE_CANDIDATES, cheat_candidate, cheat_header, cheat_needs_met, cheat_paths, eval_config
 from .test_sandbox import RUN_DIGITS, in_forward, live_marked_processes, processes_running
 
 #: These tests evaluate Triton kernels: without kz-backend-triton they skip (tests/conftest.py).
@@ -67,7 +67,7 @@ def hostile_candidates(isolated: bool) -> list[Candidate]:
     cheats = [
         unique_sleepers(cheat_candidate(p))
         for p in cheat_paths()
-        if cheat_header(p)["gpu_only"] != "true" and cheat_header(p)["backend"] == "triton" and (isolated or cheat_header(p).get("destructive") != "true")
+        if cheat_header(p)["gpu_only"] != "true" and cheat_header(p)["backend"] == "triton" and (isolated or cheat_header(p).get("destructive") != "true") and cheat_needs_met(p)
     ]
     victims = [
         Candidate(path.stem, "triton", path.read_text(), sample_id=f"victim-{path.stem}-{round}")

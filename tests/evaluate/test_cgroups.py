@@ -1,0 +1,249 @@
+"""A cgroup per sandboxed worker (kz_core/evaluate/cgroups.py): where the groups are found
+on cgroup v1 and v2 machines, the limits each role gets, the kernel enforcing them on a
+worker as a whole, and the path taken where the machine gives no cgroups.
+
+Red-team round 26d, the version before: with ``eval.memory_limit_gb=1.5`` a worker held
+3.5 GiB of the host's memory in ``memfd_create`` files (``RLIMIT_AS`` counts mapped memory
+only), and a candidate started 3,000 threads in 1.7 s (``RLIMIT_NPROC`` does not bind a
+user mapped to the host's root)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import attrs
+import pytest
+
+from kz_core.evaluate import cgroups, isolation
+from kz_core.evaluate.sandbox import SandboxSettings, sandbox_spec, worker_memory_bytes
+
+from .conftest import eval_config
+
+SUPPORT = isolation.support()
+needs_memory = pytest.mark.skipif("memory" not in SUPPORT.cgroups, reason="no memory cgroup kz can make here (the sandbox reports it and runs without)")
+needs_pids = pytest.mark.skipif("pids" not in SUPPORT.cgroups, reason="no pids cgroup kz can make here (the sandbox reports it and runs without)")
+
+V1_MOUNTS = """\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+"""
+V1_GROUPS = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/abc\n0::/\n"
+
+
+def test_v1_hierarchies_are_found_beneath_the_process_own_groups():
+    found = cgroups.places(V1_MOUNTS, V1_GROUPS)
+    assert found["memory"] == cgroups.Place("memory", 1, Path("/sys/fs/cgroup/memory/process_api/abc"))
+    assert found["pids"] == cgroups.Place("pids", 1, Path("/sys/fs/cgroup/pids"))
+
+
+def test_a_mount_whose_root_is_a_group_maps_paths_beneath_it_and_hides_others():
+    mounts = "35 31 0:32 /process_api /mnt/my\\040cg rw - cgroup cgroup rw,memory,pids\n"
+    found = cgroups.places(mounts, "8:memory,pids:/process_api/abc\n")
+    assert found["memory"].path == Path("/mnt/my cg/abc") and found["pids"].path == Path("/mnt/my cg/abc")
+    assert cgroups.places(mounts, "8:memory,pids:/elsewhere\n") == {}  # not shown by that mount
+
+
+def test_v2_controllers_count_only_where_they_are_enabled_for_children(tmp_path):
+    group = tmp_path / "kz.slice"
+    group.mkdir()
+    mounts = f"50 31 0:40 / {tmp_path} rw - cgroup2 cgroup2 rw\n"
+    (group / "cgroup.subtree_control").write_text("cpu io\n")
+    assert cgroups.places(mounts, "0::/kz.slice\n") == {}  # not delegated: kz cannot use them
+    (group / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    found = cgroups.places(mounts, "0::/kz.slice\n")
+    assert found == {"memory": cgroups.Place("memory", 2, group), "pids": cgroups.Place("pids", 2, group)}
+    # A controller bound to a v1 hierarchy is taken from there, not from the unified one.
+    both = cgroups.places(mounts + "39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n", "0::/kz.slice\n8:pids:/\n")
+    assert both["pids"].version == 1 and both["memory"].version == 2
+
+
+def test_no_cgroup_file_system_means_none():
+    assert cgroups.places("31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n", "0::/\n") == {}
+    assert cgroups.probe({}) == ()
+
+
+def test_support_reports_cgroups_and_their_absence():
+    full = attrs.evolve(SUPPORT, cgroups=("memory", "pids"))
+    assert "cgroup per worker (memory, pids)" in full.summary()
+    assert not any("cgroup" in gap for gap in full.missing())
+    off = full.without(["cgroups"])
+    assert off.cgroups == () and "no cgroups" in off.summary()
+    assert any("memory cgroup" in gap for gap in off.missing()) and any("pids cgroup" in gap for gap in off.missing())
+    assert attrs.evolve(full, cgroups=["pids"]).cgroups == ("pids",)  # from the zygote's JSON
+
+
+def test_each_role_gets_a_group_named_after_its_scratch_folder_with_its_limits(tmp_path):
+    settings = SandboxSettings(scratch_root=tmp_path, processes=100, group_memory_bytes=3 << 30)
+    full = attrs.evolve(SUPPORT, cgroups=("memory", "pids"))
+    candidate = sandbox_spec("candidate", "cpu", tmp_path / "candidate-x", tmp_path / "log", {}, settings, full)
+    assert candidate["cgroup"] == {"name": "candidate-x", "memory_bytes": 3 << 30, "tasks": 100}
+    reference = sandbox_spec("reference", "cpu", tmp_path / "reference-y", tmp_path / "log", {}, settings, full)
+    assert reference["cgroup"] == {"name": "reference-y", "memory_bytes": 3 << 30, "tasks": 400}
+    pids_only = sandbox_spec("candidate", "cpu", tmp_path / "c", tmp_path / "log", {}, settings, attrs.evolve(full, cgroups=("pids",)))
+    assert pids_only["cgroup"]["memory_bytes"] == 0 and pids_only["cgroup"]["tasks"] == 100
+    assert sandbox_spec("candidate", "cpu", tmp_path / "c", tmp_path / "log", {}, settings, full.without(["cgroups"]))["cgroup"] is None
+
+
+def test_a_workers_memory_limit_follows_the_config():
+    gib = 1 << 30
+    assert worker_memory_bytes(eval_config("eval.memory_limit_gb=4"), "cpu") == 6 * gib  # room for its memory file systems
+    assert worker_memory_bytes(eval_config("eval.worker_memory_gb=1.5"), "cpu") == int(1.5 * gib)
+    assert worker_memory_bytes(eval_config("eval.worker_memory_gb=-1"), "cpu") == 0
+    half = worker_memory_bytes(eval_config(), "cuda:0")
+    assert half > 0 and abs(half * 2 - os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) < 64 << 20
+
+
+# -- the kernel enforcing the limits -------------------------------------------------------
+
+
+def _run_in_group(tree: cgroups.Tree, name: str, memory_bytes: int, tasks: int, body) -> int:
+    """Fork a child that enters ``name`` (as a worker's supervisor does) and runs ``body``;
+    its exit status."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 99
+        try:
+            tree.enter(name, memory_bytes, tasks)
+            code = int(body())
+        except BaseException:  # noqa: BLE001
+            code = 98
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _fill_memory_files(total: int) -> int:
+    """Write ``total`` bytes into memory files, none of them mapped (what ``RLIMIT_AS``
+    never counted); 0 once all are written."""
+    chunk, files = b"x" * (8 << 20), []
+    for _ in range(total // (64 << 20)):
+        fd = os.memfd_create("hold")
+        for _ in range(8):
+            os.write(fd, chunk)
+        files.append(fd)
+    return 0
+
+
+@pytest.fixture
+def tree():
+    made = cgroups.Tree(SUPPORT.cgroups)
+    yield made
+    made.close()
+    for root in made.roots.values():
+        assert not root.exists(), "the tree's own folders were left"
+
+
+@needs_memory
+def test_a_worker_holding_memory_files_past_its_limit_is_ended_by_the_kernel(tree):
+    """The version before: memory files were nobody's memory (the child below writes
+    256 MiB of them and exits 0 without a memory limit); in a group of 96 MiB the kernel's
+    OOM killer ends it, and the group says so."""
+    assert _run_in_group(tree, "unlimited", 0, 0, lambda: _fill_memory_files(256 << 20)) == 0
+    unlimited = tree.release("unlimited")
+    assert unlimited.removed and unlimited.oom_kills == 0
+    assert _run_in_group(tree, "bounded", 96 << 20, 0, lambda: _fill_memory_files(256 << 20)) == -signal.SIGKILL
+    released = tree.release("bounded")
+    assert released.removed and released.oom_kills >= 1 and 0 < released.memory_peak <= 96 << 20
+
+
+@needs_pids
+def test_a_workers_threads_and_processes_are_bounded_as_a_whole(tree):
+    """The version before: a candidate mapped to the host's root started 3,000 threads in
+    1.7 s. In a group of 20 tasks (plus the supervisor's own), threads and spawned processes
+    past it fail in the worker."""
+    import _thread
+    import threading
+
+    def flood() -> int:
+        threading.stack_size(64 << 10)
+        started = 0
+        try:
+            for _ in range(200):
+                _thread.start_new_thread(time.sleep, (30,))
+                started += 1
+        except RuntimeError:
+            pass
+        spawned = 0
+        try:
+            for _ in range(200):
+                os.posix_spawn("/bin/sleep", ["sleep", "30"], {})
+                spawned += 1
+        except OSError:
+            pass
+        return 10 + (started < 40) + 2 * (spawned < 40)
+
+    assert _run_in_group(tree, "flood", 0, 20, flood) == 13
+    assert tree.release("flood").removed  # the sleeps it left were killed with the group
+
+
+@needs_pids
+def test_what_a_worker_leaves_in_its_group_is_killed_when_the_group_is_released(tree):
+    def leave_a_daemon() -> int:
+        if os.fork() == 0:
+            os.setsid()
+            time.sleep(60)
+            os._exit(0)
+        return 0
+
+    assert _run_in_group(tree, "daemon", 0, 20, leave_a_daemon) == 0
+    folder = tree.roots["pids"] / "daemon"
+    [daemon] = [int(pid) for pid in (folder / "cgroup.procs").read_text().split()]
+    assert tree.release("daemon").removed
+    time.sleep(0.05)
+    assert not Path(f"/proc/{daemon}").exists() or "Z" in Path(f"/proc/{daemon}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+# -- in kz eval ------------------------------------------------------------------------------
+
+HOG = '''
+import os
+
+
+def _hold_memory_files():
+    # 1.5 GiB in memory files of 192 MiB, none mapped: no address space, under RLIMIT_FSIZE.
+    chunk = b"x" * (8 << 20)
+    held = []
+    for _ in range(8):
+        fd = os.memfd_create("hold")
+        for _ in range(24):
+            os.write(fd, chunk)
+        held.append(fd)
+    return held
+
+
+_HELD = _hold_memory_files()
+'''
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("cgroups_on", [True, False], ids=["cgroups", "no-cgroups"])
+def test_a_candidate_holding_memory_past_its_workers_limit_is_ended_and_its_neighbour_is_not(example_problems, cgroups_on):
+    """Red-team round 26d in ``kz eval``: a correct kernel whose module first holds 1.5 GiB
+    in memory files. With a cgroup per worker of 1 GiB, the kernel ends its worker and its
+    result says why; its honest neighbour is correct. Where the machine gives no cgroups
+    (here, turned off), the memory is not bounded, as ``kz eval`` reports; the candidate is
+    judged on its kernel."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate, Verdict
+
+    if cgroups_on and "memory" not in SUPPORT.cgroups:
+        pytest.skip("no memory cgroup kz can make here")
+    honest = (Path(__file__).parents[2] / "examples" / "candidates" / "triton" / "1_vector_add.py").read_text()
+    hog = honest.replace("class ModelNew", HOG + "\n\nclass ModelNew", 1)
+    config = eval_config("eval.worker_memory_gb=1", "eval.timing=false", *([] if cgroups_on else ["eval.isolation_off=[cgroups]"]))
+    with Evaluator(example_problems, config) as evaluator:
+        assert ("cgroup per worker" in evaluator._zygote.support.summary()) is cgroups_on
+        results = {r.sample_id: r for r in evaluator.evaluate([Candidate("1_vector_add", "triton", hog, "hog"), Candidate("1_vector_add", "triton", honest, "honest")])}
+        zygote = evaluator._zygote.process.pid
+    assert results["honest"].verdict is Verdict.CORRECT, results["honest"].message
+    if cgroups_on:
+        assert results["hog"].verdict is Verdict.RUNTIME_ERROR and "went over its memory limit (1 GiB" in results["hog"].message, results["hog"].message
+        for place in cgroups.places().values():
+            assert not (place.path / f"{cgroups.PREFIX}{zygote}").exists(), "the zygote left its groups"
+    else:
+        assert results["hog"].verdict is Verdict.CORRECT, results["hog"].message
