@@ -77,6 +77,10 @@ PRIVATE_SHM_BYTES = 64 << 20
 #: a candidate made 4 GiB of real blocks in 7 ms (red-team round 26c), and a full disk
 #: fails the journal's and its neighbours' writes.
 SCRATCH_BYTES = 1 << 30
+#: The same for a reference worker's or an executor's scratch folder: a problem's code runs
+#: in the one (the Proposer's, in co-evolution) and a candidate's replayed plan in the
+#: other, and Inductor's cache of a compile baseline lies there.
+SERVICE_SCRATCH_BYTES = 4 << 30
 
 # Landlock (include/uapi/linux/landlock.h); system call numbers are the same on every
 # architecture (the "generic" table).

@@ -439,11 +439,12 @@ def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str
         # with them and they cannot see or signal other processes either.
         "namespaces": bool(support.pid_namespace),
         "private_shm": private_shm,
-        # A candidate's scratch folder is a memory file system of its own where /dev/shm
-        # can be one (what it writes cannot fill the machine's disk). Not a builder's,
-        # whose build the parent reads after it; not a reference worker's or an executor's,
-        # whose caches (Inductor's for baselines) may be large and are written by kz's code.
-        "scratch_bytes": isolation.SCRATCH_BYTES if candidate and private_shm and settings.memory_scratch else 0,
+        # A sandboxed worker's scratch folder is a memory file system of its own where
+        # /dev/shm can be one (what it writes cannot fill the machine's disk; it is charged
+        # to its cgroup): a candidate's of 1 GiB, a reference worker's or an executor's of
+        # 4 GiB (Inductor's cache of a compile baseline lies there). Not a builder's, whose
+        # build the parent reads after it.
+        "scratch_bytes": (isolation.SCRATCH_BYTES if candidate else isolation.SERVICE_SCRATCH_BYTES) if private_shm and settings.memory_scratch else 0,
         "isolate_uid": _new_uid() if candidate and support.separate_uid else None,
         # A cgroup of its own (cgroups.py), named after its scratch folder: all its
         # processes' memory and their number bounded as a whole. A candidate's processes

@@ -411,3 +411,41 @@ def test_a_problem_whose_python_inputs_change_with_the_seed_says_it_is_not_suppo
     result = run_in_order([problem], [[Candidate("random_scale", "triton", SCALE_BY_INPUT, "honest")]])[0]
     message = " ".join(f.message for f in result.findings if f.check == "reference_error")
     assert "input 1 a Python value that changes with the seed" in message, result.message
+
+
+# A problem whose module fills its worker's scratch folder (its HOME) with 256 MiB, 16 MiB
+# at a time, until a write fails: bounded, it adds x and y; not, one more, so the honest
+# candidate's sum is incorrect against it.
+FILLS_ITS_FOLDER = VECTOR_ADD.replace("return a + b", "return a + b + _UNBOUNDED") + '''
+
+def _fill():
+    import os
+
+    written, path = 0, os.path.join(os.environ["HOME"], "fill")
+    try:
+        with open(path, "wb") as handle:
+            while written < 256 << 20:
+                handle.write(b"x" * (16 << 20))
+                handle.flush()
+                written += 16 << 20
+    except OSError:
+        return 0.0
+    finally:
+        os.unlink(path)
+    return 1.0
+
+
+_UNBOUNDED = _fill()
+'''
+
+
+@pytest.mark.skipif(not (isolation.support().pid_namespace and isolation.support().private_shm), reason="no private memory file systems here (the sandbox reports it)")
+def test_a_problems_code_fills_a_bounded_memory_file_system_not_the_disk(monkeypatch):
+    """Reference workers and executors wrote their scratch folders on the disk kz's files
+    are on, with no quota; a problem's code (the Proposer's, in co-evolution) could fill it.
+    Now each folder is a memory file system of its own (here made 64 MiB): the writes past
+    it fail in that worker, and nothing is left on the disk."""
+    monkeypatch.setattr(isolation, "SERVICE_SCRATCH_BYTES", 64 << 20, raising=False)
+    monkeypatch.setattr(isolation, "SCRATCH_BYTES", 64 << 20)
+    (result,) = run_in_order([Problem("1_vector_add", FILLS_ITS_FOLDER)], [[Candidate("1_vector_add", "triton", HONEST_ADD, "add")]])
+    assert result.verdict is Verdict.CORRECT, result.message

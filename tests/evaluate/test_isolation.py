@@ -376,6 +376,22 @@ def test_dev_shm_is_writable_where_it_is_private_and_on_a_gpu_only_otherwise(tmp
     assert attrs.evolve(private.without(["private_shm"]), private_shm=True) == private  # only that one is off
 
 
+def test_every_sandboxed_role_but_the_builder_writes_a_bounded_memory_file_system(tmp_path):
+    """A reference worker (a problem's code, the Proposer's in co-evolution) and an executor
+    wrote their scratch folders on the disk kz's files are on, with no quota; now, like a
+    candidate's, each is a memory file system of its own (4 GiB; a candidate's 1 GiB). The
+    builder keeps the disk: the parent takes its build from there once it has ended."""
+    from kz_core.evaluate.sandbox import SandboxSettings, sandbox_spec
+
+    private = isolation.Support(landlock_abi=6, seccomp=True, user_namespace=True, pid_namespace=True, proc_mount=True, private_shm=True)
+    settings = SandboxSettings(scratch_root=tmp_path)
+    size = {role: sandbox_spec(role, "cpu", tmp_path, tmp_path / "log", {}, settings, private)["scratch_bytes"] for role in ("candidate", "reference", "executor")}
+    assert size == {"candidate": isolation.SCRATCH_BYTES, "reference": isolation.SERVICE_SCRATCH_BYTES, "executor": isolation.SERVICE_SCRATCH_BYTES}
+    builder = attrs.evolve(settings, memory_scratch=False)
+    assert sandbox_spec("candidate", "cpu", tmp_path, tmp_path / "log", {}, builder, private)["scratch_bytes"] == 0
+    assert sandbox_spec("reference", "cpu", tmp_path, tmp_path / "log", {}, settings, private.without(["private_shm"]))["scratch_bytes"] == 0
+
+
 # -- the files kz keeps ------------------------------------------------------------------
 
 
