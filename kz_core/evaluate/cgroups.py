@@ -139,7 +139,11 @@ def places(mountinfo: str | None = None, cgroup: str | None = None) -> dict[str,
                     found[controller] = Place(controller, 1, folder)
     if unified is not None and "" in own:
         folder = _beneath(*unified, own[""])
-        if folder is not None:
+        # v2 lets a group with processes in it give its children no controller (but the
+        # root's): the groups are made under the nearest group, kz's own or one above it
+        # within the mount, whose children have the controller.
+        point = Path(unified[0])
+        while folder is not None:
             try:
                 enabled = (folder / "cgroup.subtree_control").read_text().split()
             except OSError:
@@ -147,6 +151,9 @@ def places(mountinfo: str | None = None, cgroup: str | None = None) -> dict[str,
             for controller in CONTROLLERS:
                 if controller not in found and controller in enabled:
                     found[controller] = Place(controller, 2, folder)
+            if folder == point or all(c in found for c in CONTROLLERS):
+                break
+            folder = folder.parent
     return found
 
 
@@ -162,8 +169,10 @@ def _limit_files(place: Place) -> list[str]:
 
 
 def probe(found: dict[str, Place] | None = None) -> tuple[str, ...]:
-    """The controllers of :data:`CONTROLLERS` under which this process can make a group
-    and set its limit (a group is made and removed again for each), in order."""
+    """The controllers of :data:`CONTROLLERS` under which this process can make a group,
+    set its limit and move a process into it: for each, a group is made, a forked child
+    joins it and exits, and the group is removed. What a supervisor does for each worker
+    (:meth:`Tree.enter`) is thus known to work before any worker depends on it."""
     found = places() if found is None else found
     usable = []
     for controller, place in found.items():
@@ -175,15 +184,38 @@ def probe(found: dict[str, Place] | None = None) -> tuple[str, ...]:
         try:
             for name in _limit_files(place):
                 _write(folder / name, str(1 << 30) if place.controller == "memory" else "64")
-            if place.version == 2 and not (folder / "cgroup.procs").exists():
-                continue
-            usable.append(controller)
+            if _join_in_child(folder):
+                usable.append(controller)
         except OSError:
             continue
         finally:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)  # the child is still leaving it
     return tuple(c for c in CONTROLLERS if c in usable)
+
+
+def _join_in_child(folder: Path) -> bool:
+    """Whether a forked child can move itself into the group ``folder``."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return False
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            _write(folder / "cgroup.procs", str(os.getpid()))
+            code = 0
+        except BaseException:  # noqa: BLE001
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 @attrs.frozen
