@@ -39,6 +39,50 @@ class KernelOutOfBounds(RuntimeError):
     check = "kernel_out_of_bounds"
 
 
+class NestedLaunch(KernelCompileError):
+    """An interpreted kernel's body launched a kernel (``K[grid](...)`` of a kernel given
+    as a constexpr): Triton's interpreter runs it, but Triton compiles no such kernel for a
+    GPU, so neither does kz's executor on a CPU."""
+
+
+#: Interpreted launches in progress in this process (0 or 1: a second is refused).
+_LAUNCH_DEPTH = [0]
+
+
+def _refuse_nested_launches() -> None:
+    """Wrap the interpreter's launch (once per process) so that a launch made while another
+    kernel's body runs raises :class:`NestedLaunch`. A device function called from a body
+    (``helper(x)``) goes through ``__call__``, an autotuner's trial launches one after the
+    other, and neither is refused."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    original = InterpretedFunction.run
+    if getattr(original, "_kz_refuses_nested", False):
+        return
+
+    @functools.wraps(original)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _LAUNCH_DEPTH[0]:
+            name = getattr(getattr(self, "fn", None), "__name__", "a kernel")
+            raise NestedLaunch(f"a kernel's body launched the Triton kernel {name!r} (kernel[grid](...) inside a @triton.jit function), which Triton does not compile")
+        _LAUNCH_DEPTH[0] += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _LAUNCH_DEPTH[0] -= 1
+
+    run._kz_refuses_nested = True  # type: ignore[attr-defined]
+    InterpretedFunction.run = run
+
+
+def _in_chain(exc: BaseException, kind: type) -> BaseException | None:
+    """``exc`` or the exception it was raised from or during, if of ``kind``."""
+    for link in (exc, exc.__cause__, exc.__context__):
+        if isinstance(link, kind):
+            return link
+    return None
+
+
 def _python_function(kernel: Any) -> Any:
     """The plain function under a kernel's wrappers (autotune, heuristics, JIT, interpreter)."""
     import inspect
@@ -215,6 +259,9 @@ class TritonKernels(TrustedKernels):
         except Exception as exc:
             if isinstance(exc.__cause__ or exc.__context__, KernelOutOfBounds):  # the interpreter wraps it
                 raise KernelOutOfBounds(str(exc.__cause__ or exc.__context__)) from None
+            nested = _in_chain(exc, NestedLaunch)
+            if nested is not None:
+                raise KernelCompileError(str(nested)) from None
             raise
         finally:
             _GIVEN[0] = None
@@ -365,6 +412,7 @@ def _watch_interpreter() -> bool:
     from triton.runtime import interpreter
 
     builder = interpreter.interpreter_builder
+    _refuse_nested_launches()
     _watch_memory(builder)
     for name in _INTERPRETER_CALLS:
         original = getattr(builder, name, None)
