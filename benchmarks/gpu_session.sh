@@ -217,6 +217,7 @@ for what in "$@"; do
         --level 1 --ids "${KZ_RAY_LOSS_IDS:-1-18}" --device cuda --workers 4 --out "$OUT/ray_node_loss.json" ;;
     # What the evaluator's steps cost on one 6.4 GB tensor (allocation, drawing, cloning,
     # poisoning, CUDA IPC, comparison), on an idle GPU.
+    worker-start) stage worker_start timeout "${KZ_WORKER_START_S:-150}" $PY benchmarks/worker_start.py --device cuda --n "${KZ_WORKER_START_N:-10}" --off none cgroups --out "$OUT/worker_start.json" ;;
     primitives) stage gpu_primitives timeout "${KZ_PRIMITIVES_S:-120}" $PY benchmarks/gpu_primitives.py --gb "${KZ_PRIMITIVES_GB:-6.44}" --json "$OUT/gpu_primitives.json" ;;
     bench-cuda) stage cuda_compile timeout "${KZ_CUDA_S:-200}" $PY benchmarks/cuda_compile.py --out "$OUT/cuda_compile.json" ;;
     # Cold cuda_inline builds, plain load_inline against the prelude path (issue 19 item 2):
