@@ -181,6 +181,20 @@ DENIED_SYSCALLS: dict[str, str] = {
     "connect": "connecting to Unix sockets by path",
 }
 
+#: Refused for candidate workers only (red-team round 27): epoll's watches and inotify's
+#: instances and watches are counted per user, with no exemption for root, and a candidate
+#: whose user is the host's root (kz as root, a shared uid) took all of them, so that every
+#: root process on the host got ENOSPC from epoll_ctl and EMFILE from inotify_init for as
+#: long as it ran. No kernel, Triton or CUDA code needs them (libcuda's threads and Python's
+#: subprocess and multiprocessing poll()); reference workers and executors, which run
+#: torch's compile workers, keep them, their inotify bounded by their namespace's limits.
+CANDIDATE_DENIED_SYSCALLS: dict[str, str] = {
+    "epoll_create": "epoll (its watches are counted per user, host root included)",
+    "epoll_create1": "epoll (its watches are counted per user, host root included)",
+    "inotify_init": "inotify (its instances are counted per user, host root included)",
+    "inotify_init1": "inotify (its instances are counted per user, host root included)",
+}
+
 _SYSCALLS = {
     "x86_64": {
         "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438, "kcmp": 312,
@@ -193,7 +207,7 @@ _SYSCALLS = {
         "kexec_file_load": 320, "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "settimeofday": 164,
         "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159, "syslog": 103, "open_by_handle_at": 304,
         "name_to_handle_at": 303, "fanotify_init": 300, "quotactl": 179, "migrate_pages": 256, "move_pages": 279,
-        "iopl": 172, "ioperm": 173,
+        "iopl": 172, "ioperm": 173, "epoll_create": 213, "epoll_create1": 291, "inotify_init": 253, "inotify_init1": 294,
         # not denied outright: filtered on their arguments
         "clone": 56, "clone3": 435, "prctl": 157, "socket": 41, "connect": 42, "sendto": 44, "socketpair": 53,
         "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "open": 2, "creat": 85, "openat": 257,
@@ -211,6 +225,7 @@ _SYSCALLS = {
         "kexec_file_load": 294, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89, "settimeofday": 170,
         "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171, "syslog": 116, "open_by_handle_at": 265,
         "name_to_handle_at": 264, "fanotify_init": 262, "quotactl": 60, "migrate_pages": 238, "move_pages": 239,
+        "epoll_create1": 20, "inotify_init1": 26,
         "clone": 220, "clone3": 435, "prctl": 167, "socket": 198, "connect": 203, "sendto": 206, "socketpair": 199,
         "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "openat": 56, "mknodat": 33, "openat2": 437,
         "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463,
@@ -588,6 +603,7 @@ def enter_namespaces(isolate_uid: int | None, scratch: Path, private_shm: bool =
             handle.write(f"0 {gid} 1\n")
     os.close(ready_write)
     os.close(done_read)
+    _limit_namespace_counts()
     if private_shm:
         mount_private_shm()
         if scratch_bytes:
@@ -601,6 +617,21 @@ def enter_namespaces(isolate_uid: int | None, scratch: Path, private_shm: bool =
             pass  # reported by support(): other processes stay visible, not reachable
         return _fork_worker(outside)
     return child
+
+
+#: What a sandboxed worker's user namespace may hold of what the kernel counts per user
+#: (``/proc/sys/user``): its counts add to those of the user that made it, the host's root
+#: where kz runs as root, whose 128 inotify instances a candidate took (red-team round 27).
+NAMESPACE_COUNTS = {"max_inotify_instances": 8, "max_inotify_watches": 8192, "max_fanotify_groups": 0, "max_fanotify_marks": 0}
+
+
+def _limit_namespace_counts() -> None:
+    """In a new user namespace, as its root: lower its per-user counts (a kernel without
+    one of them keeps the machine's)."""
+    for name, value in NAMESPACE_COUNTS.items():
+        with contextlib.suppress(OSError):
+            with open(f"/proc/sys/user/{name}", "w") as handle:
+                handle.write(str(value))
 
 
 def _fork_worker(pid: int) -> int:
@@ -722,9 +753,10 @@ def _arg(index: int) -> int:
     return 16 + 8 * index
 
 
-def _seccomp_program(arch: str, allow_namespaces: bool) -> bytes:
+def _seccomp_program(arch: str, allow_namespaces: bool, candidate: bool = False) -> bytes:
     numbers = _SYSCALLS[arch]
-    denied = sorted({numbers[name] for name in DENIED_SYSCALLS if name in numbers and not (allow_namespaces and name == "unshare")})
+    names = [*DENIED_SYSCALLS, *(CANDIDATE_DENIED_SYSCALLS if candidate else ())]
+    denied = sorted({numbers[name] for name in names if name in numbers and not (allow_namespaces and name == "unshare")})
     errno_eperm = _SECCOMP_RET_ERRNO | errno.EPERM
     program: list[tuple[int, int, int, int]] = []
 
@@ -816,15 +848,16 @@ def _seccomp_program(arch: str, allow_namespaces: bool) -> bytes:
     return b"".join(struct.pack("<HBBI", *instruction) for instruction in program)
 
 
-def install_seccomp(allow_namespaces: bool = False) -> bool:
-    """Install the sandbox's seccomp filter on this process (and its future children).
+def install_seccomp(allow_namespaces: bool = False, candidate: bool = False) -> bool:
+    """Install the sandbox's seccomp filter on this process (and its future children);
+    with ``candidate``, :data:`CANDIDATE_DENIED_SYSCALLS` are refused too.
 
     :returns: False when this architecture has no system call table here (nothing done).
     """
     arch = platform.machine()
     if sys.platform != "linux" or arch not in _SYSCALLS:
         return False
-    program = _seccomp_program(arch, allow_namespaces)
+    program = _seccomp_program(arch, allow_namespaces, candidate)
     count = len(program) // 8
     filters = ctypes.create_string_buffer(program, len(program))
 

@@ -93,8 +93,10 @@ class SandboxSettings:
     max_reply_bytes: int = wire.DEFAULT_MAX_REPLY_BYTES
     tf32: bool = False
     extra_env: tuple[tuple[str, str], ...] = ()
-    #: Open files one sandboxed worker may hold.
-    open_files: int = 4096
+    #: Open files one sandboxed process may hold: Linux's usual limit. With 4096, a
+    #: candidate's 520 processes held a million of the machine's open files (red-team round
+    #: 27); now at most about half as many, all of them charged to its cgroup's memory.
+    open_files: int = 1024
     #: Processes one sandboxed candidate may run at once (binds only with a uid of its own).
     processes: int = 512
     #: Folders a sandboxed worker may read beyond the system's (``isolation.system_read_paths``).

@@ -157,7 +157,7 @@ def _run_worker(worker_sock: socket.socket, spec: dict[str, Any]) -> None:
             own_tasks = f"/proc/{os.getpid()}/task"
             isolation.apply_landlock(spec["read_paths"], [*spec["write_paths"], own_tasks], spec["device_paths"], spec.get("lookup_paths", ()))
         if spec.get("seccomp"):
-            isolation.install_seccomp()
+            isolation.install_seccomp(candidate=spec.get("role") == "candidate")
         worker.serve(worker_sock, preapplied_limits=True, sandbox=spec)
     except BaseException:  # noqa: BLE001 - the parent reads the log and sees the socket close
         traceback.print_exc()
@@ -278,6 +278,16 @@ class Zygote:
             if self.tree.release(name).removed:
                 self.pending.discard(name)
 
+    def status(self, pid: int) -> dict[str, Any]:
+        """How supervisor ``pid`` is: running, or how it ended (and what its cgroup saw).
+        A live one is running whatever an earlier process of that id left behind."""
+        running = pid in self.live
+        reply: dict[str, Any] = {"ok": True, "running": running, "exit": None if running else self.ended.get(pid)}
+        released = None if running else self.released.get(pid)
+        if released is not None:
+            reply.update(oom_kills=released.oom_kills, memory_peak=released.memory_peak)
+        return reply
+
     def fork(self, spec: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         if len(fds) != 1:
             for fd in fds:
@@ -293,6 +303,10 @@ class Zygote:
             _supervise(worker_sock, spec, write, self.tree if group else None)
         os.close(write)
         worker_sock.close()
+        # A process id comes back once its process has gone (at thousands a second, if a
+        # candidate churns them): what an earlier supervisor of this id left is not this one's.
+        self.ended.pop(pid, None)
+        self.released.pop(pid, None)
         self.live.add(pid)
         if group:
             self.groups[pid] = str(group["name"])
@@ -320,11 +334,7 @@ class Zygote:
                 reply = self.fork(request["spec"], fds)
             elif op == "status":
                 self.reap()
-                pid = int(request.get("pid", 0))
-                reply = {"ok": True, "running": pid in self.live, "exit": self.ended.get(pid)}
-                released = self.released.get(pid)
-                if released is not None:
-                    reply.update(oom_kills=released.oom_kills, memory_peak=released.memory_peak)
+                reply = self.status(int(request.get("pid", 0)))
             elif op == "shutdown":
                 break
             else:

@@ -257,3 +257,77 @@ def test_a_candidate_holding_memory_past_its_workers_limit_is_ended_and_its_neig
             assert not (place.path / f"{cgroups.PREFIX}{zygote}").exists(), "the zygote left its groups"
     else:
         assert results["hog"].verdict is Verdict.CORRECT, results["hog"].message
+
+
+STREAMS_A_REPLY = '''
+import json
+import os
+import socket
+import struct
+
+
+def _stream_a_reply(size):
+    # One frame of a uint8 "tensor" of `size` bytes, written on the worker's own socket
+    # while the parent waits for its load reply; it holds 16 MiB of its own.
+    sock = socket.socket(fileno=3)
+    header = json.dumps({"__tensor__": 0, "dtype": "uint8", "shape": [size]}).encode()
+    prefix = struct.pack(">Q", len(header)) + header + struct.pack(">Q", 1) + struct.pack(">Q", size)
+    sock.sendall(struct.pack(">Q", len(prefix) + size) + prefix)
+    chunk = memoryview(bytearray(16 << 20))
+    left = size
+    while left > 0:
+        sock.sendall(chunk[: min(left, len(chunk))])
+        left -= min(left, len(chunk))
+    os._exit(0)
+
+
+_stream_a_reply(1536 << 20)
+'''
+
+
+@pytest.mark.triton
+@needs_memory
+def test_a_reply_larger_than_the_workers_memory_is_refused_before_the_parent_holds_it(example_problems):
+    """Red-team round 27: a candidate whose group held 32 MiB streamed a 2.5 GiB reply and
+    the parent peaked at 5.4 GB (the frame, and a copy of each tensor's bytes), charged to
+    no group; two at once ended a parent held to 3 GiB. A worker cannot have held more than
+    its group's memory to reply with, so a candidate's reply is bounded by it (and tensors
+    are views of the frame, not copies)."""
+    import resource
+
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate, Verdict
+
+    honest = (Path(__file__).parents[2] / "examples" / "candidates" / "triton" / "1_vector_add.py").read_text()
+    streamer = honest.replace("class ModelNew", STREAMS_A_REPLY + "\n\nclass ModelNew", 1)
+    config = eval_config("eval.worker_memory_gb=1", "eval.timing=false")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with Evaluator(example_problems, config) as evaluator:
+        results = {r.sample_id: r for r in evaluator.evaluate([Candidate("1_vector_add", "triton", streamer, "streamer"), Candidate("1_vector_add", "triton", honest, "honest")])}
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+    assert results["honest"].verdict is Verdict.CORRECT, results["honest"].message
+    assert results["streamer"].verdict is not Verdict.CORRECT and "worker_died" in results["streamer"].message, results["streamer"].message
+    assert grown < 512 << 20, f"the parent grew by {grown >> 20} MiB"
+
+
+def test_a_supervisor_given_an_ended_ones_process_id_is_not_taken_for_it():
+    """Red-team round 27: the zygote kept how ended supervisors ended, by process id, and a
+    new supervisor given such an id (a candidate can churn 14,000 ids a second) read as
+    ended, with the old one's exit status and memory-limit kill: an honest worker was told
+    it had gone over its memory limit. A live supervisor is running, whatever an earlier
+    process of its id left (and a fork forgets it)."""
+    import socket
+
+    from kz_core.evaluate.zygote import Zygote
+
+    control, other = socket.socketpair()
+    zygote = Zygote(control)
+    try:
+        pid = os.getpid()  # stands for a reused id: any id of a live process
+        zygote.ended[pid], zygote.released[pid] = 137, cgroups.Released(True, 1, 1 << 30)
+        assert zygote.status(pid)["exit"] == 137 and zygote.status(pid)["oom_kills"] == 1
+        zygote.live.add(pid)
+        assert zygote.status(pid) == {"ok": True, "running": True, "exit": None}
+    finally:
+        control.close()
+        other.close()

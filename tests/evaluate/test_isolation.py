@@ -543,3 +543,48 @@ def test_a_candidates_scratch_folder_is_a_bounded_memory_file_system(tmp_path):
 
     assert in_child(body) == 13
     assert sorted(p.name for p in scratch.iterdir()) == ["worker.log"] and (scratch / "worker.log").read_text() == "kept"
+
+
+@needs_seccomp
+def test_candidates_get_no_epoll_or_inotify_which_count_against_the_hosts_root():
+    """Red-team round 27: epoll watches and inotify instances are counted per user with no
+    exemption for root; a candidate whose user was the host's root took all of them, and
+    every root process on the host got ENOSPC from epoll_ctl and EMFILE from inotify_init
+    while it ran. A candidate's filter refuses both; other roles keep them."""
+    import ctypes
+    import errno
+    import select
+
+    def body(candidate: bool) -> int:
+        isolation.install_seccomp(candidate=candidate)
+        try:
+            select.epoll().close()
+            epoll = 1
+        except OSError as exc:
+            epoll = 2 if exc.errno == errno.EPERM else 3
+        inotify = 1 if ctypes.CDLL(None, use_errno=True).inotify_init1(0) >= 0 else 2
+        return 10 * epoll + inotify
+
+    assert in_child(lambda: body(False)) == 11
+    assert in_child(lambda: body(True)) == 22
+
+
+@needs_pid_namespace
+def test_a_workers_namespace_holds_few_of_the_users_inotify_instances(tmp_path):
+    """What a worker's user namespace creates is counted for the user that made it too (the
+    host's root, where kz runs as root): each namespace may hold 8 inotify instances
+    (``isolation.NAMESPACE_COUNTS``) of the host's 128."""
+    import ctypes
+
+    def body() -> int:
+        inner = isolation.enter_namespaces(None, tmp_path)
+        if inner:
+            _, status = os.waitpid(inner, 0)
+            return os.waitstatus_to_exitcode(status)
+        libc = ctypes.CDLL(None, use_errno=True)
+        made = 0
+        while made < 50 and libc.inotify_init1(0) >= 0:
+            made += 1
+        os._exit(made)
+
+    assert in_child(body) == isolation.NAMESPACE_COUNTS["max_inotify_instances"]
