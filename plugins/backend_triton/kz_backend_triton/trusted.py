@@ -254,6 +254,12 @@ class _Source:
         import triton
 
         self.decorators = {"jit": triton.jit, "autotune": triton.autotune, "heuristics": triton.heuristics}
+        if getattr(triton, "constexpr_function", None) is not None:  # Triton 3.5 and later
+            self.decorators["constexpr_function"] = triton.constexpr_function
+        #: module-level ``@triton.constexpr_function`` helpers by name: checked as kernel
+        #: bodies are (their body runs as Python when a kernel calls one), callable from
+        #: kernels, never launched
+        self.constexpr_functions: dict[str, ast.FunctionDef] = {}
         self.bindings: dict[str, Any] = {}  # name -> Triton or math module, or triton.language value
         self.aliases: dict[str, Any] = {}  # name -> triton.jit, autotune or heuristics
         self.counts: dict[str, int] = {}
@@ -606,6 +612,12 @@ class _Source:
                 self._add_kernel(child, classes)
             elif module_scope and isinstance(child, ast.FunctionDef) and not child.decorator_list:
                 self._plain_defs.setdefault(child.name, []).append(child)
+            elif module_scope and isinstance(child, ast.FunctionDef) and len(child.decorator_list) == 1 \
+                    and "constexpr_function" in self.decorators \
+                    and self._decorator(child.decorator_list[0]) is self.decorators["constexpr_function"] \
+                    and not isinstance(child.decorator_list[0], ast.Call) and self.counts.get(child.name) == 1:
+                # `@triton.constexpr_function def half(v): return v // 2` (over-rejection probe 20)
+                self.constexpr_functions[child.name] = child
             elif module_scope and isinstance(child, (ast.Assign, ast.AnnAssign)) and child.value is not None:
                 targets = child.targets if isinstance(child, ast.Assign) else [child.target]
                 call = self._unwrap_tuning(child.value)
@@ -953,7 +965,24 @@ def extract_kernels(source: str, filename: str) -> dict[str, object]:
         names[alias] = qualname
     for name in names:
         kinds[name] = "jit"
+    # Constexpr functions kernels name (directly or through one another) are checked and
+    # built; others are left alone, as plain host functions are.
+    named = {n.id for fdef, _ in found.kernels.values() for n in ast.walk(fdef) if isinstance(n, ast.Name)}
+    reached: dict[str, ast.FunctionDef] = {}
+    while True:
+        more = {name: found.constexpr_functions[name] for name in named if name in found.constexpr_functions and name not in reached}
+        if not more:
+            break
+        reached.update(more)
+        named |= {n.id for fdef in more.values() for n in ast.walk(fdef) if isinstance(n, ast.Name)}
+    found.constexpr_functions = reached
+    for name, fdef in found.constexpr_functions.items():
+        if name in found.bindings or name in found.constants or name in names or name.startswith("__"):
+            _fail(fdef, f"constexpr function {name!r} has the name of a kernel, an import or a constant")
+        kinds[name] = "jit"
     for fdef, _ in found.kernels.values():
+        _KernelChecker(fdef, found, kinds).check()
+    for fdef in found.constexpr_functions.values():
         _KernelChecker(fdef, found, kinds).check()
 
     lines = io.StringIO(source, newline=None).readlines()  # split as Python's tokenizer splits
@@ -965,6 +994,12 @@ def extract_kernels(source: str, filename: str) -> dict[str, object]:
     future = __future__.annotations.compiler_flag if any(
         isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
         for s in tree.body) else 0
+    for name, fdef in found.constexpr_functions.items():
+        bare = copy.deepcopy(fdef)
+        bare.decorator_list = []
+        code = compile(ast.Module(body=[bare], type_ignores=[]), filename, "exec", flags=future, dont_inherit=True)
+        exec(code, namespace)  # noqa: S102 - one checked FunctionDef, in the restricted namespace
+        namespace[name] = triton.constexpr_function(namespace.pop(name))  # reached by kernels, not launched
     kernels: dict[str, object] = {}
     for qualname, (fdef, kwargs) in found.kernels.items():
         bare = copy.deepcopy(fdef)

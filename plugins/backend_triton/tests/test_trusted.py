@@ -1386,3 +1386,61 @@ def test_idioms_of_published_kernels_are_built_and_run():
     out = torch.empty_like(a)
     kernels["add_kernel"][(triton.cdiv(3000, 1024),)](a, b, out, 3000, BLOCK=1024)
     assert torch.equal(out, a + b)
+
+
+@pytest.mark.skipif(not hasattr(triton, "constexpr_function"), reason="this Triton has no constexpr_function")
+def test_a_constexpr_function_is_checked_as_a_kernel_body_and_called_not_launched():
+    """Over-rejection probe 20: ``@triton.constexpr_function`` helpers (Triton 3.5 and later)
+    were refused by name. Their bodies run as Python when a kernel calls one, so each is
+    checked as a kernel's body is: what a kernel may not reach, neither may it."""
+    kernels = extract("""
+        import triton
+        import triton.language as tl
+
+        @triton.constexpr_function
+        def half(v):
+            return v // 2
+
+        @triton.jit
+        def k(x_ptr, out_ptr, BLOCK: tl.constexpr):
+            H: tl.constexpr = half(BLOCK)
+            offs = tl.arange(0, H)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs) * 2)
+    """)
+    assert set(kernels) == {"k"}  # the helper is no kernel of the plan's
+    x, out = torch.arange(8.0), torch.zeros(4)
+    kernels["k"][(1,)](x, out, BLOCK=8)
+    assert torch.equal(out, x[:4] * 2)
+    for body in ("return open('/etc/passwd')", "return __import__('os')", "return v.__class__", "return torch.ones(v)"):
+        error = refused(f"""
+            import torch
+            import triton
+            import triton.language as tl
+
+            @triton.constexpr_function
+            def half(v):
+                {body}
+
+            @triton.jit
+            def k(x_ptr, BLOCK: tl.constexpr):
+                H: tl.constexpr = half(BLOCK)
+        """)
+        assert error.line == 8, (body, str(error))
+
+
+@pytest.mark.skipif(not hasattr(triton, "constexpr_function"), reason="this Triton has no constexpr_function")
+def test_a_constexpr_function_no_kernel_names_is_left_alone():
+    """One used by host code only (any Python) is not the builder's: the module is built."""
+    kernels = extract("""
+        import triton
+        import triton.language as tl
+
+        @triton.constexpr_function
+        def pick(config):
+            return {"small": 16, "large": 64}[config]
+
+        @triton.jit
+        def k(x_ptr, BLOCK: tl.constexpr):
+            tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+    """)
+    assert set(kernels) == {"k"} and "pick" not in kernels["k"].fn.__globals__
