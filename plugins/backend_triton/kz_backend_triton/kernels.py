@@ -75,11 +75,16 @@ def _refuse_nested_launches() -> None:
     InterpretedFunction.run = run
 
 
-def _in_chain(exc: BaseException, kind: type) -> BaseException | None:
-    """``exc`` or the exception it was raised from or during, if of ``kind``."""
-    for link in (exc, exc.__cause__, exc.__context__):
+def _in_chain(exc: BaseException, kind: type, depth: int = 16) -> BaseException | None:
+    """``exc`` or an exception it was raised from or during (to ``depth`` links: the
+    interpreter wraps a helper's error once per call it passes through), if of ``kind``."""
+    pending, seen = [exc], 0
+    while pending and seen < depth:
+        link = pending.pop(0)
+        seen += 1
         if isinstance(link, kind):
             return link
+        pending += [e for e in (link.__cause__, link.__context__) if e is not None]
     return None
 
 

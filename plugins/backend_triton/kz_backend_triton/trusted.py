@@ -768,6 +768,53 @@ class _Source:
         self.kernels[qualname] = (fdef, kwargs)
 
 
+#: The names Triton's interpreter writes into a kernel's rewritten body (a chained
+#: comparison becomes ``_InterpreterComparison(...)``, an assignment
+#: ``interpreter_semantic.to_tensor(...)``): a local of that name would take their place
+#: (red-team round 28).
+_REWRITE_NAMES = frozenset({"_InterpreterComparison", "interpreter_semantic"})
+
+
+def _function_stores(body: list[ast.stmt]) -> set[str]:
+    """The names a function body binds in its own scope: every stored name but the
+    variables of its comprehensions (walrus targets inside one bind the function's)."""
+    found: set[str] = set()
+    pending: list[ast.AST] = list(body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.comprehension):
+            pending += [node.iter, *node.ifs]  # its target is the comprehension's own
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        pending += ast.iter_child_nodes(node)
+    return found
+
+
+def _same_scopes(fdef: ast.FunctionDef, checked_locals: set[str]) -> None:
+    """Python's own compiler's view of the function's scopes (``symtable``) must agree with
+    the checker's: a name the checker takes for a local that Python resolves elsewhere
+    would reach, at run time, what the checker never checked (a second layer under the
+    comprehension mend of red-team round 28)."""
+    import symtable
+
+    bare = copy.deepcopy(fdef)
+    bare.decorator_list = []
+    bare.args.defaults, bare.args.kw_defaults = [], [None] * len(bare.args.kwonlyargs)
+    for arg in [*bare.args.posonlyargs, *bare.args.args, *bare.args.kwonlyargs]:
+        arg.annotation = None
+    bare.returns = None
+    try:
+        table = symtable.symtable(ast.unparse(ast.Module(body=[bare], type_ignores=[])), "<kernel>", "exec")
+    except SyntaxError as exc:
+        _fail(fdef, f"kernel {fdef.name!r} does not compile: {exc.msg}")
+    [function] = [t for t in table.get_children() if t.get_name() == fdef.name]
+    python_locals = {name for name in function.get_identifiers() if function.lookup(name).is_local()}
+    differ = sorted(checked_locals ^ python_locals)
+    if differ:
+        _fail(fdef, f"kernel {fdef.name!r}: the scope of {differ[0]!r} is not what it seems")
+
+
 class _KernelChecker:
     """The allow-list for one kernel: its signature, then every node of its body.
 
@@ -780,13 +827,18 @@ class _KernelChecker:
     def __init__(self, fdef: ast.FunctionDef, source: _Source, kinds: dict[str, str]) -> None:
         self.fdef, self.source, self.kinds = fdef, source, kinds
         self.params = [*fdef.args.posonlyargs, *fdef.args.args, *fdef.args.kwonlyargs]
-        self.locals = {p.arg for p in self.params} | {
-            n.id for stmt in fdef.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        # The function's own locals: a comprehension's variables are its own (a nested scope
+        # in Python), and counted as the function's they hid a module from the checker
+        # (`[0 for tl in range(1)]`, then `tl.<anything>` as a "local": red-team round 28).
+        self.locals = {p.arg for p in self.params} | _function_stores(fdef.body)
 
     def check(self) -> None:
         args = self.fdef.args
         if args.vararg or args.kwarg:
             _fail(self.fdef, f"kernel {self.fdef.name!r}: *args and **kwargs parameters are not allowed")
+        for param in self.params:
+            if param.arg in _REWRITE_NAMES:
+                _fail(param, f"{param.arg!r} is the name of a helper of Triton's interpreter")
         for param in self.params:
             if param.arg.startswith("__"):
                 _fail(param, f"parameter name {param.arg!r} is not allowed")
@@ -803,6 +855,7 @@ class _KernelChecker:
                 _fail(default, f"default values of kernel {self.fdef.name!r} must be literals, module constants or Triton dtypes")
         for stmt in self.fdef.body:
             self.visit(stmt)
+        _same_scopes(self.fdef, self.locals)  # after the body: its refusals name their lines
 
     def _triton_constant(self, node: ast.expr) -> bool:
         """Whether ``node`` is an attribute chain from an allowed module to a Triton dtype or
@@ -841,6 +894,8 @@ class _KernelChecker:
         if not isinstance(node, _ALLOWED):
             name = type(node).__name__
             _fail(node, f"{_REFUSED.get(name, name)} is not allowed in a kernel")
+        if isinstance(node, ast.ListComp):
+            return self.comprehension(node)
         if isinstance(node, ast.keyword) and node.arg is None:
             _fail(node, "** unpacking is not allowed in a kernel")
         if isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
@@ -859,7 +914,28 @@ class _KernelChecker:
         for child in children:
             self.visit(child)
 
+    def comprehension(self, node: ast.ListComp) -> None:
+        """A list comprehension: its variables are locals of its own while it is visited,
+        and may not be named like anything kernels see (a module, a kernel, a constant, a
+        builtin, a helper of the interpreter), which they would hide inside it."""
+        targets = {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        for generator in node.generators:
+            if not all(isinstance(n, (ast.Name, ast.Tuple, ast.Store)) for n in ast.walk(generator.target)):
+                _fail(generator.target, "a comprehension's variables must be names")
+        hiding = sorted(targets & (set(self.kinds) | _REWRITE_NAMES) | {t for t in targets if t.startswith("__")})
+        if hiding:
+            _fail(node, f"the comprehension variable {hiding[0]!r} has the name of something kernels see")
+        outer = self.locals
+        self.locals = outer | targets
+        try:
+            for child in ast.iter_child_nodes(node):
+                self.visit(child)
+        finally:
+            self.locals = outer
+
     def name(self, node: ast.Name) -> None:
+        if node.id in _REWRITE_NAMES:  # the interpreter's rewrite of the body calls these by name
+            _fail(node, f"{node.id!r} is the name of a helper of Triton's interpreter")
         if node.id.startswith("__"):
             _fail(node, f"name {node.id!r} is not allowed")
         kind = self.kind(node.id)

@@ -404,6 +404,15 @@ BAD_BODIES = {
     "import": "import os",
     "global": "global BLOCK",
     "walrus_dunder": "y = (z := x.__class__)",
+    # A comprehension's variable is its own: named like a module, it hid that module from
+    # the checker, which took `triton.testing.subprocess` for a local's attributes and let
+    # a kernel start a shell (red-team round 28).
+    "listcomp_hides_module": "y = [0 for triton in range(1)]\ny = triton.testing.subprocess",
+    "listcomp_hides_tl": "y = [tl for tl in (x,)]",
+    "listcomp_hides_builtin": "y = [range for range in (x,)]",
+    # The interpreter's rewrite calls these by name: a local of that name took their place.
+    "interpreter_comparison_local": "_InterpreterComparison = x",
+    "interpreter_semantic_walrus": "y = (interpreter_semantic := x)",
     "dict": "y = {}",
     "starred": "y = tl.maximum(*x)",
     "try": "try:\n    pass\nexcept Exception:\n    pass",
@@ -1444,3 +1453,71 @@ def test_a_constexpr_function_no_kernel_names_is_left_alone():
             tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
     """)
     assert set(kernels) == {"k"} and "pick" not in kernels["k"].fn.__globals__
+
+
+def test_a_comprehensions_variable_is_not_the_kernels_and_a_walrus_is():
+    """Python scopes them so: a comprehension's variable is gone after it (refused where the
+    kernel names it), a walrus in it binds the kernel's own name."""
+    error = refused("""
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def k(x_ptr, BLOCK: tl.constexpr):
+            y = [i for i in range(3)]
+            tl.store(x_ptr + i, 1.0)
+    """)
+    assert error.line == 8 and "'i'" in str(error)
+    kernels = extract("""
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def k(x_ptr, BLOCK: tl.constexpr):
+            y = [(last := i) for i in range(3)]
+            tl.store(x_ptr + last, 1.0)
+    """)
+    x = torch.zeros(4)
+    kernels["k"][(1,)](x, BLOCK=4)
+    assert x.tolist() == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_a_kernel_launched_from_a_kernels_body_is_a_compile_error_however_deep():
+    """Triton's interpreter ran a launch made in a kernel's body (a kernel given as a
+    constexpr); Triton compiles no such kernel for a GPU, and kz's executor refuses it as a
+    compile error, also from a helper the kernel calls (the interpreter wraps the error once
+    per call: red-team round 28)."""
+    from kz_core import KernelCompileError
+
+    from kz_backend_triton.kernels import TritonKernels
+
+    source = textwrap.dedent("""
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def inner(x):
+            tl.store(x + tl.arange(0, 4), 1.0)
+
+        @triton.jit
+        def helper(x, K: tl.constexpr):
+            K[(1,)](x)
+
+        @triton.jit
+        def direct(x, K: tl.constexpr):
+            K[(1,)](x)
+
+        @triton.jit
+        def through_helper(x, K: tl.constexpr):
+            helper(x, K)
+    """)
+    kernels = extract_kernels(source, f"<kz-test-source-{next(SOURCE_NAMES)}>")
+    trusted = TritonKernels(kernels, source)
+    for name in ("direct", "through_helper"):
+        x = torch.zeros(4)
+        with pytest.raises(KernelCompileError, match="launched the Triton kernel 'inner'"):
+            trusted.launch({"kernel": {"name": name}, "grid": [1]}, [x, kernels["inner"]], {})
+        assert not x.any()
+    x = torch.zeros(4)
+    trusted.launch({"kernel": {"name": "inner"}, "grid": [1]}, [x], {})  # the guard is left as it was
+    assert x.tolist() == [1.0] * 4
