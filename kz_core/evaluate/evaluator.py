@@ -258,8 +258,10 @@ class Evaluator:
         reply_bytes = (2 * int(self.config.plan_constant_mb) + int(self.config.transfer_limit_mb) + 64) << 20
         if sandboxed.group_memory_bytes and "memory" in self._zygote.support.cgroups:
             # A worker cannot have held more than its group's memory to reply with: a reply
-            # past it is a candidate making the parent hold what it may not (round 27).
+            # past it is a worker making the parent hold what it may not (round 27). So for
+            # executors and reference workers too, which run a problem's code.
             reply_bytes = min(reply_bytes, sandboxed.group_memory_bytes)
+            sandboxed = attrs.evolve(sandboxed, max_reply_bytes=min(sandboxed.max_reply_bytes, sandboxed.group_memory_bytes))
         candidate_settings = attrs.evolve(sandboxed, max_reply_bytes=reply_bytes)
         self._candidate_pool = WorkerPool(self.device, "candidate", workers, candidate_settings, zygote=self._zygote)
         self._executor_pool = WorkerPool(self.device, "executor", max(workers, int(self.config.in_flight)), sandboxed, zygote=self._zygote)
