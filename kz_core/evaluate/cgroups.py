@@ -202,20 +202,13 @@ def probe(found: dict[str, Place] | None = None) -> tuple[str, ...]:
 
 def _join_in_child(folder: Path) -> bool:
     """Whether a forked child can move itself into the group ``folder``."""
-    try:
-        pid = os.fork()
-    except OSError:
-        return False
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            _write(folder / "cgroup.procs", str(os.getpid()))
-            code = 0
-        except BaseException:  # noqa: BLE001
-            code = 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 0
+    from kz_core.evaluate.isolation import _probe_child  # isolation imports this module
+
+    def join() -> bool:
+        _write(folder / "cgroup.procs", str(os.getpid()))
+        return True
+
+    return _probe_child(join)
 
 
 @attrs.frozen
@@ -305,9 +298,9 @@ class Tree:
                 oom_kills = _counter(memory / "memory.events", "oom_kill")
                 with contextlib.suppress(OSError, ValueError):
                     peak = int((memory / "memory.peak").read_text())
-        if memory is not None and memory.is_dir() and _kill_members(memory):
-            _wait_empty(memory)
         if memory is not None and memory.is_dir():
+            if _kill_members(memory):
+                _wait_empty(memory)
             # Reclaim what is still charged to it (the page cache of files it wrote): a
             # removed group holding charges lingers in the kernel, and a long sweep would run
             # out of memory cgroup ids (65,535) with thousands of them.
@@ -324,12 +317,8 @@ class Tree:
     def close(self) -> None:
         """Remove the tree's own folders (the zygote's exit; groups still busy stay)."""
         for root in dict.fromkeys(self.roots.values()):
-            if root.is_dir():
-                for child in root.iterdir():
-                    if child.is_dir():
-                        _remove_group(child)
             with contextlib.suppress(OSError):
-                root.rmdir()
+                _remove_group(root)
 
 
 def _kill_members(folder: Path) -> bool:
@@ -383,8 +372,8 @@ def _remove_group(folder: Path) -> bool:
 
 
 def _remove_stale(parent: Path) -> None:
-    """Remove the empty groups that zygotes which are no longer running left under
-    ``parent`` (a zygote killed before it could remove its own)."""
+    """Remove the groups that zygotes which are no longer running left under ``parent``
+    (a zygote killed before it could remove its own), and whatever is left in them."""
     with contextlib.suppress(OSError):
         for folder in parent.iterdir():
             tail = folder.name[len(PREFIX) :]

@@ -106,7 +106,7 @@ class SandboxSettings:
     lookup_paths: tuple[str, ...] = ()
     #: Folders an *executor* may write beyond its scratch folder (shared kernel caches).
     executor_write_paths: tuple[str, ...] = ()
-    #: A sandboxed candidate's scratch folder is a bounded memory file system of its own
+    #: A sandboxed worker's scratch folder is a bounded memory file system of its own
     #: (``isolation.mount_private_scratch``); not a builder's, whose build the parent takes
     #: from that folder once the builder has ended.
     memory_scratch: bool = True

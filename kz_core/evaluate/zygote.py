@@ -350,7 +350,7 @@ class Zygote:
                 pass
         for pid in list(self.live):
             try:
-                _, status = os.waitpid(pid, 0)
+                os.waitpid(pid, 0)
             except ChildProcessError:
                 continue
             self.live.discard(pid)

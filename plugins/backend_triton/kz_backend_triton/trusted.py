@@ -320,7 +320,7 @@ class _Source:
             target, name = stmt.targets[0].id, stmt.value.id
             if name not in self.kernels or self.counts.get(target) != 1 or target in self.bindings or target in self.constants:
                 continue
-            if target.startswith("_" * 2) or target in _INTERPRETER_NAMES() or target in self.jit_names:
+            if target.startswith("__") or target in _INTERPRETER_NAMES() or target in self.jit_names:
                 continue
             self.jit_names[target] = name
 
@@ -1070,19 +1070,19 @@ def extract_kernels(source: str, filename: str) -> dict[str, object]:
     future = __future__.annotations.compiler_flag if any(
         isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
         for s in tree.body) else 0
-    for name, fdef in found.constexpr_functions.items():
+    def build(fdef: ast.FunctionDef) -> tuple[types.FunctionType, ast.FunctionDef]:
+        """One checked FunctionDef, without its decorators, made in the restricted namespace."""
         bare = copy.deepcopy(fdef)
         bare.decorator_list = []
         code = compile(ast.Module(body=[bare], type_ignores=[]), filename, "exec", flags=future, dont_inherit=True)
         exec(code, namespace)  # noqa: S102 - one checked FunctionDef, in the restricted namespace
-        namespace[name] = triton.constexpr_function(namespace.pop(name))  # reached by kernels, not launched
+        return namespace.pop(fdef.name), bare
+
+    for name, fdef in found.constexpr_functions.items():
+        namespace[name] = triton.constexpr_function(build(fdef)[0])  # reached by kernels, not launched
     kernels: dict[str, object] = {}
     for qualname, (fdef, kwargs) in found.kernels.items():
-        bare = copy.deepcopy(fdef)
-        bare.decorator_list = []
-        code = compile(ast.Module(body=[bare], type_ignores=[]), filename, "exec", flags=future, dont_inherit=True)
-        exec(code, namespace)  # noqa: S102 - one checked FunctionDef, in the restricted namespace
-        fn = namespace.pop(fdef.name)
+        fn, bare = build(fdef)
         kernels[qualname] = triton.jit(fn, **kwargs)
         _verify_text(fn, bare, kernels[qualname])
     for name, qualname in names.items():
