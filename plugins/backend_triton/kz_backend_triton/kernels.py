@@ -420,9 +420,9 @@ def _watch_interpreter() -> bool:
     _refuse_nested_launches()
     _watch_memory(builder)
     for name in _INTERPRETER_CALLS:
-        original = getattr(builder, name, None)
-        if original is None or getattr(original, "_kz_counted", False):
+        if getattr(builder, name, None) is None or getattr(getattr(builder, name), "_kz_counted", False):
             continue
+        original = _late_bound(builder, name)
 
         def counted(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
             if _name == "create_inline_asm" or _asked_by_kernel():
@@ -483,11 +483,26 @@ def _api_pointer_element() -> Any:
     return None
 
 
+def _late_bound(builder: Any, name: str) -> Any:
+    """The builder's method ``name`` as its class has it when called, not when wrapped:
+    kz's bfloat16 and libdevice mends patch the interpreter's builder class, and may be
+    installed after these wrappers (a wrapper holding the old bound method would skip
+    them). An attribute set on the builder itself is kept as it is."""
+    if name in vars(builder):
+        return vars(builder)[name]
+    cls = type(builder)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(cls, name)(builder, *args, **kwargs)
+
+    return call
+
+
 def _watch_memory(builder: Any) -> None:
     """Wrap the interpreter builder's memory operations with ``_check_addresses``."""
     if getattr(builder.create_masked_load, "_kz_checked", False):
         return
-    load, store, cas, rmw = builder.create_masked_load, builder.create_masked_store, builder.create_atomic_cas, builder.create_atomic_rmw
+    load, store, cas, rmw = (_late_bound(builder, name) for name in ("create_masked_load", "create_masked_store", "create_atomic_cas", "create_atomic_rmw"))
 
     def masked_load(ptrs: Any, mask: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
         _check_addresses(ptrs, mask, ptrs.get_element_ty(), False)

@@ -223,6 +223,37 @@ def test_bfloat16_atomics_add_their_values_under_the_interpreter(tmp_path):
     torch.testing.assert_close(slots.float(), 2.5 + torch.stack([xf[16 * i : 16 * i + 16].sum() for i in range(4)]), atol=0.1, rtol=0.03)
 
 
+def test_bfloat16_atomics_add_when_the_executors_watch_was_installed_first(tmp_path):
+    """Written against the executor's memory watch (kernels.py), which held the builder's
+    ``create_atomic_rmw`` as it was when wrapped: where the watch came first in a process
+    (as when an earlier test ran a kernel) the bfloat16 mend installed after it was
+    skipped and the atomics were ``Unsupported data type`` again (a CI run caught it). A
+    fresh process installs them in that order."""
+    import subprocess
+    import sys
+
+    (tmp_path / "atomics.py").write_text(ATOMIC_SOURCE)
+    script = textwrap.dedent(
+        f"""
+        import os
+        os.environ["TRITON_INTERPRET"] = "1"
+        import torch
+        from kz_backend_triton import interpreted_libdevice, kernels
+        from kz_backend_triton.trusted import extract_kernels
+        assert kernels._watch_interpreter()
+        interpreted_libdevice.install()
+        found = extract_kernels(open({str(tmp_path / "atomics.py")!r}).read(), {str(tmp_path / "candidate.py")!r})
+        x = torch.ones(60, dtype=torch.bfloat16)
+        sums, slots, old = torch.zeros(4, dtype=torch.bfloat16), torch.zeros(4, dtype=torch.bfloat16), torch.zeros(4, dtype=torch.bfloat16)
+        found["bf16_atomics_kernel"][(4,)](x, sums, slots, old, 60, BLOCK=16)
+        print(sums.float().tolist())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-4:] == ["[15.0,", "15.0,", "15.0,", "15.0]"]
+
+
 NOT_SOURCE = textwrap.dedent(
     """
     import triton
