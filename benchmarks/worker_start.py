@@ -30,6 +30,8 @@ def main() -> None:
     parser.add_argument("--off", nargs="+", default=["none", "cgroups"], help="mechanisms to turn off, one variant each (comma-joined for several); none: all on")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    if args.device == "cuda":
+        args.device = "cuda:0"  # a worker is bound to one device
 
     from kz_core.evaluate.sandbox import SandboxSettings, WorkerProcess, start_zygote
 

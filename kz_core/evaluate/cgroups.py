@@ -9,10 +9,11 @@ of them: with its ``memory`` controller, a worker that goes over its limit is en
 kernel (its OOM killer acts inside the group only), and with ``pids``, a fork or thread
 past the limit fails in the worker, never on the rest of the machine.
 
-Where the groups are: under the cgroup of the process that runs kz, in each hierarchy that
-has the controller (cgroup v1, a hierarchy per controller) or in the unified one (v2, where
-the controllers must be enabled for kz's own group's children: a container or a systemd
-unit with delegation gives that). The zygote makes a folder ``kz-<its pid>`` there
+Where the groups are: under the cgroup of the process that runs kz, never above it (that
+would take workers out from under the limits and device rules set on kz's group), in each
+hierarchy that has the controller (cgroup v1, a hierarchy per controller) or in the unified
+one (v2, where the controllers must be enabled for kz's own group's children, which v2
+allows only for the root group or a delegated group holding no process). The zygote makes a folder ``kz-<its pid>`` there
 (:class:`Tree`); each worker's supervisor makes one below it named after the worker, sets
 its limits and moves itself in before it forks anything (:meth:`Tree.enter`), so that the
 namespace's init, the worker and all they start are in it; once the supervisor has ended,
@@ -138,12 +139,14 @@ def places(mountinfo: str | None = None, cgroup: str | None = None) -> dict[str,
                 if folder is not None:
                     found[controller] = Place(controller, 1, folder)
     if unified is not None and "" in own:
+        # Only kz's own group, never one above it: a group made higher up would take the
+        # workers out from under every rule set between there and kz's group (a
+        # container's memory limit, its device filter; a GPU machine's container gave
+        # CUDA "error 304" to workers moved above it). v2 lets a group with processes
+        # in it give its children no controller (but the root), so where kz's group is
+        # not the root, or one delegated with no process of kz's in it, none are found.
         folder = _beneath(*unified, own[""])
-        # v2 lets a group with processes in it give its children no controller (but the
-        # root's): the groups are made under the nearest group, kz's own or one above it
-        # within the mount, whose children have the controller.
-        point = Path(unified[0])
-        while folder is not None:
+        if folder is not None:
             try:
                 enabled = (folder / "cgroup.subtree_control").read_text().split()
             except OSError:
@@ -151,9 +154,6 @@ def places(mountinfo: str | None = None, cgroup: str | None = None) -> dict[str,
             for controller in CONTROLLERS:
                 if controller not in found and controller in enabled:
                     found[controller] = Place(controller, 2, folder)
-            if folder == point or all(c in found for c in CONTROLLERS):
-                break
-            folder = folder.parent
     return found
 
 
