@@ -47,6 +47,7 @@ def main() -> None:
 
     from kz_core.config import load_config
     from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.judge import INFRASTRUCTURE_CHECKS
     from kz_core.model import Candidate, Severity
     from kz_core.problems import load_problems
 
@@ -74,7 +75,10 @@ def main() -> None:
             "verdict": result.verdict.value,
             "check": decisive,
             "expected": header["expect"],
-            "caught": result.verdict.value != "correct",
+            # kz failing to evaluate it (``not_run``, ``reference_error``...) is no catch: a
+            # table where every worker failed to start read as every cheat caught
+            "caught": result.verdict.value != "correct" and decisive not in INFRASTRUCTURE_CHECKS,
+            "kz_failed": decisive in INFRASTRUCTURE_CHECKS,
         }
 
     finished: list[dict[str, Any]] = []
@@ -103,11 +107,16 @@ def main() -> None:
         print("| --- | --- | --- |")
         for row in sorted(by_class[number], key=lambda r: r["cheat"]):
             print(f"| `{row['cheat']}` | {row['verdict']} | {row['check']} |")
-    missed = [row["cheat"] for row in rows if not row["caught"]]
-    print(f"\n{len(rows) - len(missed)} of {len(rows)} caught" + (f"; judged correct: {', '.join(missed)}" if missed else ""))
+    missed = [row["cheat"] for row in rows if not row["caught"] and not row["kz_failed"]]
+    failed = [row["cheat"] for row in rows if row["kz_failed"]]
+    print(
+        f"\n{len(rows) - len(missed) - len(failed)} of {len(rows)} caught"
+        + (f"; judged correct: {', '.join(missed)}" if missed else "")
+        + (f"; not evaluated (kz failed): {', '.join(failed)}" if failed else "")
+    )
     if args.out:
         write_json(args.out, {"benchmark": "cheat_table", "device": args.device, "isolation": isolation, "versions": versions(), "rows": rows})
-    sys.exit(1 if missed else 0)
+    sys.exit(1 if missed or failed else 0)
 
 
 if __name__ == "__main__":
