@@ -182,6 +182,10 @@ class EvalConfig:
     # result says so). 0: memory_limit_gb + 2 on a CPU, half the machine's memory on a GPU
     # or where memory_limit_gb is 0; negative: no limit.
     worker_memory_gb: float = 0.0
+    # Memory this process holds for large worker replies in flight at once, GiB; replies
+    # past it are received into an unnamed file in scratch_dir (slower, same verdict).
+    # 0: a quarter of the machine's memory, at most 8; negative: no budget.
+    reply_memory_gb: float = 0.0
     # Largest file a worker may write, MiB.
     file_size_limit_mb: int = 1024
     # CPU seconds one candidate may use (SIGXCPU ends its worker beyond it); 0: no limit.

@@ -57,6 +57,7 @@ from kz_core.evaluate.judge import (
     summary_message,
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
+from kz_core.evaluate import wire
 from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, executor_caches, start_zygote, worker_memory_bytes
 from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
@@ -149,6 +150,15 @@ def _on_device(config: Any, device: str, **more: Any) -> Any:
     return OmegaConf.merge(config, {"device": device, "devices": [], **more})
 
 
+def reply_memory_bytes(config: EvalConfig) -> int | None:
+    """The budget for large replies in flight in the parent, bytes (``eval.reply_memory_gb``;
+    None: the default, a quarter of the machine's memory, at most 8 GiB)."""
+    gigabytes = float(config.reply_memory_gb)
+    if gigabytes == 0:
+        return None
+    return 1 << 62 if gigabytes < 0 else int(gigabytes * (1 << 30))
+
+
 def _default_workers(device: str) -> int:
     if device == "cpu":
         return max(1, min(8, os.cpu_count() or 1))
@@ -218,6 +228,7 @@ class Evaluator:
         self.device = devices[0]
         self.seeds = Seeds.draw(self.config.trials)
         scratch_root = new_scratch_root("eval", self.config.scratch_dir)
+        wire.configure_reply_memory(reply_memory_bytes(self.config), self.config.scratch_dir or None)
         common = dict(
             scratch_root=scratch_root,
             address_space_bytes=int(self.config.memory_limit_gb * (1 << 30)),

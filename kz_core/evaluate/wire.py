@@ -15,10 +15,14 @@ from __future__ import annotations
 import base64
 import json
 import math
+import mmap
 import pickle
 import socket
 import struct
+import tempfile
+import threading
 import time
+import weakref
 from typing import Any
 
 _LENGTH = struct.Struct(">Q")
@@ -44,15 +48,92 @@ class WireError(Exception):
 _FIRST_BUFFER = 64 << 20
 
 
-def _recv_exactly(sock: socket.socket, size: int, deadline: float | None = None) -> bytearray:
+class _Frame(bytearray):
+    """A received reply's bytes: a bytearray that can be weakly referenced, so that
+    :class:`ReplyMemory` learns when the last tensor viewing it is gone."""
+
+    __slots__ = ("__weakref__",)
+
+
+#: Replies smaller than this are never spilled (nor counted): only large ones matter.
+SPILL_ABOVE = 16 << 20
+
+
+class ReplyMemory:
+    """The parent's memory for the replies of all its workers at once.
+
+    Each reply is bounded alone (its worker's group memory, ``max_reply_bytes``), but
+    several workers replying together could make the parent hold their sum, charged to
+    no group. A reply of :data:`SPILL_ABOVE` bytes or more is received into the parent's
+    memory only while the large replies it still holds (until the last tensor made from
+    one is gone) leave room for it under ``budget_bytes``; otherwise it is received into
+    an unnamed file in ``spill_dir`` (the system's temporary folder by default) mapped
+    into memory, whose pages the kernel may write back and drop. Spilling costs time,
+    never a verdict: the reply decodes the same."""
+
+    def __init__(self, budget_bytes: int, spill_dir: str | None = None) -> None:
+        self.budget_bytes = int(budget_bytes)
+        self.spill_dir = spill_dir
+        self.held = 0
+        self.spilled = 0  # replies received into a file, for tests and diagnostics
+        self._lock = threading.Lock()
+
+    def buffer(self, size: int) -> bytearray | mmap.mmap:
+        """Where a reply of ``size`` bytes is received."""
+        if size < SPILL_ABOVE:
+            return _Frame(min(size, _FIRST_BUFFER))
+        with self._lock:
+            fits = self.held + size <= self.budget_bytes
+            if fits:
+                self.held += size
+            else:
+                self.spilled += 1
+        if fits:
+            frame = _Frame(min(size, _FIRST_BUFFER))
+            weakref.finalize(frame, self._release, size)
+            return frame
+        with tempfile.TemporaryFile(dir=self.spill_dir) as handle:  # unnamed: no other process can open it
+            handle.truncate(size)  # sparse: the disk holds only what arrives
+            return mmap.mmap(handle.fileno(), size)
+
+    def _release(self, size: int) -> None:
+        with self._lock:
+            self.held -= size
+
+
+def _default_budget() -> int:
+    """A quarter of the machine's memory, at most one default reply."""
+    try:
+        with open("/proc/meminfo") as handle:
+            total = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("MemTotal:"))
+    except (OSError, StopIteration, ValueError):
+        total = 16 << 30
+    return min(DEFAULT_MAX_REPLY_BYTES, total // 4)
+
+
+#: The parent's budget for replies in flight (:func:`configure_reply_memory` sets it).
+REPLY_MEMORY = ReplyMemory(_default_budget())
+
+
+def configure_reply_memory(budget_bytes: int | None = None, spill_dir: str | None = None) -> ReplyMemory:
+    """Set this process's budget for replies in flight (None: a quarter of the machine's
+    memory, at most 8 GiB) and where replies past it are spilled."""
+    REPLY_MEMORY.budget_bytes = _default_budget() if budget_bytes is None else int(budget_bytes)
+    REPLY_MEMORY.spill_dir = spill_dir
+    return REPLY_MEMORY
+
+
+def _recv_exactly(sock: socket.socket, size: int, deadline: float | None = None, into: bytearray | mmap.mmap | None = None) -> bytearray | mmap.mmap:
     """``size`` bytes, before ``deadline`` (``time.monotonic()``) when one is given: a
     socket's timeout bounds each ``recv`` alone, and a reply trickled a byte at a time
-    would restart it with every byte (round 26b: a 20 s limit held a batch for hours)."""
-    buffer = bytearray(min(size, _FIRST_BUFFER))
+    would restart it with every byte (round 26b: a 20 s limit held a batch for hours).
+    ``into``: a buffer to receive them in (a bytearray grows as they come; a mapped file
+    has the whole size)."""
+    buffer = bytearray(min(size, _FIRST_BUFFER)) if into is None else into
     received = 0
     while received < size:
         if received == len(buffer):  # doubled as the bytes come, never past the size declared
-            buffer.extend(bytes(min(size - received, len(buffer))))
+            buffer.extend(bytes(min(size - received, len(buffer))))  # type: ignore[union-attr]
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -70,15 +151,16 @@ def send_frame(sock: socket.socket, payload: bytes | bytearray | memoryview) -> 
     sock.sendall(payload)
 
 
-def recv_frame(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> bytearray:
+def recv_frame(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES, memory: ReplyMemory | None = None) -> bytearray | mmap.mmap:
     """One frame. A socket with a timeout gives the whole frame that long, its length and
-    every byte of it, from now."""
+    every byte of it, from now. ``memory``: the budget a large frame is received under
+    (a worker's reply in the parent)."""
     timeout = sock.gettimeout()
     deadline = time.monotonic() + timeout if timeout else None
     (size,) = _LENGTH.unpack(_recv_exactly(sock, _LENGTH.size, deadline))
     if size > max_bytes:
         raise WireError(f"message of {size} bytes exceeds the limit of {max_bytes} bytes")
-    return _recv_exactly(sock, size, deadline)
+    return _recv_exactly(sock, size, deadline, None if memory is None or size == 0 else memory.buffer(size))
 
 
 # --- parent -> worker: pickle ----------------------------------------------------------
@@ -142,7 +224,7 @@ MAX_HEADER_BYTES = 64 << 20
 MAX_CONTAINERS = 2_000_000
 
 
-def decode_reply(payload: bytes | bytearray) -> Any:
+def decode_reply(payload: bytes | bytearray | mmap.mmap) -> Any:
     """Rebuild what :func:`encode_reply` encoded; raises WireError on anything else.
 
     Whatever the payload holds, the only exception is :class:`WireError` (a malformed
@@ -150,7 +232,7 @@ def decode_reply(payload: bytes | bytearray) -> Any:
     a RecursionError, a ValueError for a 5,000-digit integer and a RuntimeError for a
     shape of ``[-1, -1]``). Each tensor's bytes are read once: a header naming one blob
     300 times made 300 copies of it in the parent."""
-    if not isinstance(payload, bytearray):
+    if not isinstance(payload, (bytearray, mmap.mmap)):
         payload = bytearray(payload)  # tensors are views of it, and torch writes tensors
     try:
         return _decode(memoryview(payload))
@@ -234,5 +316,6 @@ def send_reply(sock: socket.socket, reply: Any) -> None:
     send_frame(sock, encode_reply(reply))
 
 
-def recv_reply(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> Any:
-    return decode_reply(recv_frame(sock, max_bytes))
+def recv_reply(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES, memory: ReplyMemory | None = REPLY_MEMORY) -> Any:
+    """A worker's reply, received under the process's budget for replies in flight."""
+    return decode_reply(recv_frame(sock, max_bytes, memory))

@@ -329,3 +329,33 @@ def test_a_supervisor_given_an_ended_ones_process_id_is_not_taken_for_it():
     finally:
         control.close()
         other.close()
+
+
+@pytest.mark.triton
+@needs_memory
+def test_replies_in_flight_together_are_bounded_by_the_reply_budget_not_their_sum(example_problems):
+    """What was open after round 27: each reply was bounded by its worker's group memory,
+    not their sum, so several workers streaming large replies at once made the parent hold
+    them all. With ``eval.reply_memory_gb``, replies past the budget are received into a
+    file; the honest neighbour is correct."""
+    import gc
+
+    from kz_core.evaluate import Evaluator, wire
+    from kz_core.model import Candidate, Verdict
+
+    honest = (Path(__file__).parents[2] / "examples" / "candidates" / "triton" / "1_vector_add.py").read_text()
+    streamer = honest.replace("class ModelNew", STREAMS_A_REPLY.replace("1536 << 20", "400 << 20") + "\n\nclass ModelNew", 1)
+    config = eval_config("eval.worker_memory_gb=1", "eval.reply_memory_gb=0.25", "eval.timing=false", "eval.workers=2")
+    spilled = wire.REPLY_MEMORY.spilled
+    try:
+        with Evaluator(example_problems, config) as evaluator:
+            candidates = [Candidate("1_vector_add", "triton", streamer, f"streamer{i}") for i in range(2)]
+            results = {r.sample_id: r for r in evaluator.evaluate([*candidates, Candidate("1_vector_add", "triton", honest, "honest")])}
+            assert wire.REPLY_MEMORY.budget_bytes == 256 << 20
+    finally:
+        wire.configure_reply_memory()
+    assert results["honest"].verdict is Verdict.CORRECT, results["honest"].message
+    assert all(results[f"streamer{i}"].verdict is not Verdict.CORRECT for i in range(2))
+    assert wire.REPLY_MEMORY.spilled >= spilled + 2  # neither 400 MiB reply fit a 256 MiB budget
+    gc.collect()
+    assert wire.REPLY_MEMORY.held == 0
