@@ -51,14 +51,21 @@ def main() -> None:
     from kz_core.model import Candidate, Severity
     from kz_core.problems import load_problems
 
+    from kz_core.evaluate.isolation import support
+
     gpu = args.device.startswith("cuda")
     candidates, headers = [], {}
+    lacking: list[str] = []  # cheats whose defence this machine does not give
     for path in sorted((REPO / "tests" / "cheats").glob("*/*.py")):
         header = {key: value.strip() for key, value in HEADER.findall(path.read_text())}
         backend = header.get("backend", path.parent.name)
         if not gpu and (header.get("gpu_only") == "true" or backend != "triton"):
             continue
         if args.skip_destructive and header.get("destructive") == "true":
+            continue
+        need = header.get("needs", "")
+        if need and need.removesuffix("_cgroup") not in support().cgroups:
+            lacking.append(f"{path.parent.name}/{path.stem} (needs {need})")  # a flood with nothing to stop it harms the machine
             continue
         name = f"{path.parent.name}/{path.stem}"
         headers[name] = header
@@ -114,8 +121,10 @@ def main() -> None:
         + (f"; judged correct: {', '.join(missed)}" if missed else "")
         + (f"; not evaluated (kz failed): {', '.join(failed)}" if failed else "")
     )
+    if lacking:
+        print(f"not run, this machine lacks the defence that catches them (kz reports it): {', '.join(lacking)}")
     if args.out:
-        write_json(args.out, {"benchmark": "cheat_table", "device": args.device, "isolation": isolation, "versions": versions(), "rows": rows})
+        write_json(args.out, {"benchmark": "cheat_table", "device": args.device, "isolation": isolation, "versions": versions(), "rows": rows, "not_run": lacking})
     sys.exit(1 if missed or failed else 0)
 
 
