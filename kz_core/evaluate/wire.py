@@ -92,9 +92,14 @@ class ReplyMemory:
             frame = _Frame(min(size, _FIRST_BUFFER))
             weakref.finalize(frame, self._release, size)
             return frame
-        with tempfile.TemporaryFile(dir=self.spill_dir) as handle:  # unnamed: no other process can open it
-            handle.truncate(size)  # sparse: the disk holds only what arrives
-            return mmap.mmap(handle.fileno(), size)
+        for folder in dict.fromkeys((self.spill_dir, None)):  # the folder given, else the system's
+            try:
+                with tempfile.TemporaryFile(dir=folder) as handle:  # unnamed: no other process can open it
+                    handle.truncate(size)  # sparse: the disk holds only what arrives
+                    return mmap.mmap(handle.fileno(), size)
+            except OSError:
+                continue
+        return _Frame(min(size, _FIRST_BUFFER))  # nowhere to spill: a reply never fails for it
 
     def _release(self, size: int) -> None:
         with self._lock:
