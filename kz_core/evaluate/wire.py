@@ -76,7 +76,8 @@ class ReplyMemory:
         self.spill_dir = spill_dir
         self.held = 0
         self.spilled = 0  # replies received into a file, for tests and diagnostics
-        self._lock = threading.Lock()
+        # Reentrant: a frame's finalizer (``_release``) may run in any thread, this one too
+        self._lock = threading.RLock()
 
     def buffer(self, size: int) -> bytearray | mmap.mmap:
         """Where a reply of ``size`` bytes is received."""
