@@ -610,6 +610,12 @@ class Evaluator:
             return self._evaluate(candidate)
         except (EvaluatorError, KeyboardInterrupt, SystemExit):
             raise
+        except WorkerStartError as exc:  # a reference worker's: the machine's, not kz's bug
+            message = (
+                f"a sandboxed worker could not start on this machine ({str(exc)[:500]}); not the candidate's fault, so not "
+                "journaled. `kz plugins` shows the sandbox's mechanisms here; eval.isolation_off=[...] turns off one that fails"
+            )
+            return self._finish(candidate, self.problems.get(candidate.problem), [Finding("not_run", message)], started)
         except Exception as exc:  # noqa: BLE001 - one candidate's failure, whatever it is
             logger.opt(exception=exc).warning("evaluating {}/{} failed inside kz; the batch goes on", candidate.problem, candidate.sample_id)
             message = (

@@ -219,12 +219,15 @@ def test_a_failure_inside_kz_is_that_candidates_result_not_the_batchs():
     import types
 
     from kz_core.evaluate.evaluator import EvaluatorError
+    from kz_core.evaluate.sandbox import WorkerStartError
 
     def evaluate(candidate, compile_only=False):
         if candidate.sample_id == 1:
             raise RecursionError("maximum recursion depth exceeded")
         if candidate.sample_id == 2:
             raise EvaluatorError("the evaluator itself cannot work")
+        if candidate.sample_id == 3:  # as every reference worker on the GPU machine did (thirty-seventh session)
+            raise WorkerStartError("a reference worker on cuda:0 did not start: RuntimeError: Error 304")
         return "judged"
 
     fake = types.SimpleNamespace(_evaluate=evaluate, problems={})
@@ -236,3 +239,6 @@ def test_a_failure_inside_kz_is_that_candidates_result_not_the_batchs():
     assert "RecursionError" in failed.message
     with pytest.raises(EvaluatorError):
         guarded(Candidate(problem="p", code="", backend="triton", sample_id=2))
+    unstarted = guarded(Candidate(problem="p", code="", backend="triton", sample_id=3))
+    assert [f.check for f in unstarted.findings] == ["not_run"] and "Error 304" in unstarted.message
+    assert "eval.isolation_off" in unstarted.message and "kz bug" not in unstarted.message  # what to do, not a bug report
