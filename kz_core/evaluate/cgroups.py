@@ -13,8 +13,9 @@ Where the groups are: under the cgroup of the process that runs kz, never above 
 would take workers out from under the limits and device rules set on kz's group), in each
 hierarchy that has the controller (cgroup v1, a hierarchy per controller) or in the unified
 one (v2, where the controllers must be enabled for kz's own group's children, which v2
-allows only for the root group or a delegated group holding no process). The zygote makes a folder ``kz-<its pid>`` there
-(:class:`Tree`); each worker's supervisor makes one below it named after the worker, sets
+allows only for the root group or a delegated group holding no process). The zygote
+makes a folder ``kz-<its pid>`` there (:class:`Tree`); each worker's supervisor makes one
+below it named after the worker, sets
 its limits and moves itself in before it forks anything (:meth:`Tree.enter`), so that the
 namespace's init, the worker and all they start are in it; once the supervisor has ended,
 the zygote kills whatever is left in the group, reads whether the kernel's OOM killer

@@ -71,8 +71,10 @@ class ReplyMemory:
     into memory, whose pages the kernel may write back and drop. Spilling costs time,
     never a verdict: the reply decodes the same."""
 
-    def __init__(self, budget_bytes: int, spill_dir: str | None = None) -> None:
-        self.budget_bytes = int(budget_bytes)
+    def __init__(self, budget_bytes: int | None = None, spill_dir: str | None = None) -> None:
+        #: None: the default, a quarter of the machine's memory, at most one default reply
+        #: (read when the first large reply comes, not when this module is imported).
+        self.budget_bytes = budget_bytes
         self.spill_dir = spill_dir
         self.held = 0
         self.spilled = 0  # replies received into a file, for tests and diagnostics
@@ -84,6 +86,8 @@ class ReplyMemory:
         if size < SPILL_ABOVE:
             return _Frame(min(size, _FIRST_BUFFER))
         with self._lock:
+            if self.budget_bytes is None:
+                self.budget_bytes = _default_budget()
             fits = self.held + size <= self.budget_bytes
             if fits:
                 self.held += size
@@ -108,24 +112,23 @@ class ReplyMemory:
 
 
 def _default_budget() -> int:
-    """A quarter of the machine's memory, at most one default reply."""
-    try:
-        with open("/proc/meminfo") as handle:
-            total = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("MemTotal:"))
-    except (OSError, StopIteration, ValueError):
-        total = 16 << 30
-    return min(DEFAULT_MAX_REPLY_BYTES, total // 4)
+    """A quarter of the machine's memory (16 GiB where it cannot be read), at most one
+    default reply."""
+    from kz_core.evaluate.sandbox import machine_memory_bytes  # sandbox imports this module
+
+    return min(DEFAULT_MAX_REPLY_BYTES, (machine_memory_bytes() or 16 << 30) // 4)
 
 
 #: The parent's budget for replies in flight (:func:`configure_reply_memory` sets it).
-REPLY_MEMORY = ReplyMemory(_default_budget())
+REPLY_MEMORY = ReplyMemory()
 
 
 def configure_reply_memory(budget_bytes: int | None = None, spill_dir: str | None = None) -> ReplyMemory:
     """Set this process's budget for replies in flight (None: a quarter of the machine's
     memory, at most 8 GiB) and where replies past it are spilled."""
-    REPLY_MEMORY.budget_bytes = _default_budget() if budget_bytes is None else int(budget_bytes)
-    REPLY_MEMORY.spill_dir = spill_dir
+    with REPLY_MEMORY._lock:
+        REPLY_MEMORY.budget_bytes = None if budget_bytes is None else int(budget_bytes)
+        REPLY_MEMORY.spill_dir = spill_dir
     return REPLY_MEMORY
 
 

@@ -239,6 +239,11 @@ def test_large_replies_past_the_budget_are_received_into_a_file_and_decode_the_s
     threading.Thread(target=wire.send_reply, args=(a, {"out": torch.ones(4)}), daemon=True).start()
     assert torch.equal(wire.recv_reply(b, memory=small)["out"], torch.ones(4)) and small.spilled == 0  # small replies stay
     assert isinstance(small.buffer(64 << 20), mmap.mmap)
+    default = wire.ReplyMemory()  # the default budget, read when the first large reply comes
+    assert default.budget_bytes is None and not isinstance(default.buffer(64 << 20), mmap.mmap)
+    from kz_core.evaluate.sandbox import machine_memory_bytes
+
+    assert default.budget_bytes == min(8 << 30, machine_memory_bytes() // 4)
     gone = wire.ReplyMemory(0, spill_dir=str(tmp_path / "removed"))  # a scratch folder removed: the system's
     assert isinstance(gone.buffer(64 << 20), mmap.mmap)
     a.close()

@@ -420,7 +420,8 @@ def _watch_interpreter() -> bool:
     _refuse_nested_launches()
     _watch_memory(builder)
     for name in _INTERPRETER_CALLS:
-        if getattr(builder, name, None) is None or getattr(getattr(builder, name), "_kz_counted", False):
+        current = getattr(builder, name, None)
+        if current is None or getattr(current, "_kz_counted", False):
             continue
         original = _late_bound(builder, name)
 
