@@ -164,9 +164,18 @@ def _handler_computes(handler: ast.ExceptHandler) -> bool:
     return not _harmless(handler.body, import_guard, reraises)
 
 
+def _plain_decorator(node: ast.expr) -> bool:
+    """A decorator that computes nothing when applied beyond its own call: a name, an
+    attribute, or a call of one with plain values (``triton.jit``, ``lru_cache(None)``)."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, (ast.Name, ast.Attribute)) and _describes(node.func) \
+            and all(_plain_value(a) for a in node.args) and all(_plain_value(k.value) for k in node.keywords)
+    return isinstance(node, (ast.Name, ast.Attribute)) and _describes(node)
+
+
 def _harmless(body: list[ast.stmt], import_guard: bool, reraises: bool) -> bool:
     """Whether a handler's statements only re-raise, pass, log, set plain values or (in an
-    import guard) import. An import guard may also try a chain of imports or choose one by
+    import guard) import or define a function. An import guard may also try a chain of imports or choose one by
     a test that only describes (``except ImportError: try: from a import x`` ``except
     ImportError: from b import x``; ``if hasattr(tl.extra, "cuda"): libdevice =
     tl.extra.cuda.libdevice``, as Inductor's helpers do: over-rejection probe 16)."""
@@ -179,6 +188,11 @@ def _harmless(body: list[ast.stmt], import_guard: bool, reraises: bool) -> bool:
                 and _harmless(stmt.body + stmt.orelse + stmt.finalbody, True, reraises):
             continue
         if import_guard and isinstance(stmt, ast.If) and _describes(stmt.test) and _harmless(stmt.body + stmt.orelse, True, reraises):
+            continue
+        if import_guard and isinstance(stmt, ast.FunctionDef) and all(_plain_decorator(d) for d in stmt.decorator_list):
+            # ``except ImportError: def get_raw_stream(index): return 0``, the shim Inductor's
+            # code needs where torch lacks the import (over-rejection probe 21): defining
+            # runs nothing of the body; what a call of it computes, evidence judges.
             continue
         if isinstance(stmt, ast.Expr) and (isinstance(stmt.value, ast.Constant) or _harmless_call(stmt.value, describing=reraises)):
             continue

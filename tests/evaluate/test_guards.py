@@ -171,6 +171,26 @@ def test_an_import_guard_may_chain_imports_and_choose_one_by_a_describing_test()
     assert "try_except_fallback" in errors(other + model)
 
 
+def test_an_import_guard_may_define_a_shim_function():
+    """Written against over-rejection probe 21's version: KernelBook's Inductor code run
+    where torch lacks ``_cuda_getCurrentRawStream`` (a CPU build) needs ``except
+    ImportError: def get_raw_stream(index): return 0``, which was rejected as a fallback.
+    Defining runs nothing; a decorator that computes, or a def outside an import guard,
+    still is one."""
+    shim = (
+        "try:\n    from torch._C import _cuda_getCurrentRawStream as get_raw_stream\nexcept ImportError:\n"
+        "    def get_raw_stream(index):\n        return 0\n"
+    )
+    model = "class ModelNew(nn.Module):\n    pass\n"
+    assert errors(shim + model) == []
+    decorated = shim.replace("    def get_raw_stream", "    @functools.lru_cache(maxsize=None)\n    def get_raw_stream")
+    assert errors(decorated + model) == []
+    computing = shim.replace("    def get_raw_stream", "    @memo(torch.relu(torch.ones(1)))\n    def get_raw_stream")
+    assert "try_except_fallback" in errors(computing + model)
+    other = shim.replace("except ImportError", "except RuntimeError")
+    assert "try_except_fallback" in errors(other + model)
+
+
 def test_verdict_precedence():
     def f(check: str, severity: Severity = Severity.ERROR) -> Finding:
         return Finding(check, "", severity)
