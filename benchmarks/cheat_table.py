@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import versions, write_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-HEADER = re.compile(r"^# (problem|expect|check|gpu_only|backend|class|destructive): (.*?)\s*(?:\(.*)?$", re.MULTILINE)
+HEADER = re.compile(r"^# (problem|expect|check|gpu_only|backend|class|destructive|needs): (.*?)\s*(?:\(.*)?$", re.MULTILINE)
 CLASSES = {
     "1": "rewriting the measuring code in-process",
     "2": "reading the harness's secrets",

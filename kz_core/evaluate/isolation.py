@@ -789,15 +789,24 @@ def _seccomp_program(arch: str, allow_namespaces: bool, candidate: bool = False)
     ins(_BPF_JEQ_K, 0, 1, _PR_SET_PDEATHSIG)
     ins(_BPF_RET_K, 0, 0, errno_eperm)
     ins(_BPF_LD_W_ABS, 0, 0, 0)
-    # socket(): none at all (red-team round 26b). Other families would reach the network
-    # or the kernel (netlink); a Unix socket could connect to any path socket on the host,
-    # which Landlock (ABI 7 and before) and the network namespace leave open. Sandboxed
-    # processes talk to kz over the socket pair they inherit (sandbox.py) and make none.
-    ins(_BPF_JEQ_K, 0, 4, numbers["socket"])
+    # socket(): a Unix stream or seqpacket socket only (red-team round 26b). Other
+    # families would reach the network or the kernel (netlink); a Unix datagram socket can
+    # send to any path socket on the host (sendmsg names its address in memory), which
+    # Landlock (ABI 7 and before) and the network namespace leave open. A stream or
+    # seqpacket socket reaches nothing without connect(), refused above. CUDA's driver makes
+    # one when it initialises (its MPS client looks for a daemon): refused, every CUDA
+    # process of the sandbox failed with 'cudaGetDeviceCount: OS call failed' (error 304,
+    # on the H200 in the thirty-eighth session).
+    ins(_BPF_JEQ_K, 0, 9, numbers["socket"])
     ins(_BPF_LD_W_ABS, 0, 0, _arg(0))
     ins(_BPF_JEQ_K, 1, 0, _AF_UNIX)
     ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT)
+    ins(_BPF_LD_W_ABS, 0, 0, _arg(1))
+    ins(_BPF_ALU_AND_K, 0, 0, _SOCK_TYPE_MASK)
+    ins(_BPF_JEQ_K, 2, 0, _SOCK_STREAM)
+    ins(_BPF_JEQ_K, 1, 0, _SOCK_SEQPACKET)
     ins(_BPF_RET_K, 0, 0, errno_eperm)
+    ins(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)
     # socketpair(AF_UNIX, SOCK_STREAM or SOCK_SEQPACKET, ...) only: an end of a datagram
     # pair (SOCK_DGRAM, or SOCK_RAW, which Unix sockets make a datagram one) can still be
     # sent through to a path (sendto, sendmsg); a connected stream or seqpacket end cannot.

@@ -15,7 +15,7 @@ from kz_core.problems import load_problems
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CANDIDATES = REPO / "examples" / "candidates"
 CHEATS = REPO / "tests" / "cheats"
-HEADER = re.compile(r"^# (problem|expect|check|gpu_only|backend|hack|class|destructive): (.*?)\s*(?:\(.*)?$", re.MULTILINE)
+HEADER = re.compile(r"^# (problem|expect|check|gpu_only|backend|hack|class|destructive|needs): (.*?)\s*(?:\(.*)?$", re.MULTILINE)
 
 
 def cheat_header(path: Path) -> dict[str, str]:

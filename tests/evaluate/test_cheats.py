@@ -11,7 +11,7 @@ import pytest
 
 from kz_core.model import Severity, Verdict
 
-from .conftest import cheat_candidate, cheat_header, cheat_id, cheat_needs_met, cheat_paths, example_candidates, gpu_cheat_params, wrong_output_family
+from .conftest import CHEATS, cheat_candidate, cheat_header, cheat_id, cheat_needs_met, cheat_paths, example_candidates, gpu_cheat_params, wrong_output_family
 
 #: These tests evaluate Triton kernels: without kz-backend-triton they skip (tests/conftest.py).
 pytestmark = pytest.mark.triton
@@ -50,6 +50,22 @@ def example_results(cpu_evaluator):
 
 def test_the_suite_covers_many_hacks():
     assert len(cheat_paths()) >= 25
+
+
+def test_a_cheats_needs_header_is_read(monkeypatch):
+    """The header parser once left ``needs`` out: a cheat caught only by a cgroup ran on a
+    machine without one (the GPU machine, thirty-eighth session) and was judged correct
+    there, instead of being skipped as its header says."""
+    import types
+
+    from kz_core.evaluate import isolation
+
+    flood = CHEATS / "triton" / "r26d_spawn_flood.py"
+    assert cheat_header(flood)["needs"] == "pids_cgroup"
+    monkeypatch.setattr(isolation, "support", lambda: types.SimpleNamespace(cgroups=()))
+    assert not cheat_needs_met(flood)
+    monkeypatch.setattr(isolation, "support", lambda: types.SimpleNamespace(cgroups=("memory", "pids")))
+    assert cheat_needs_met(flood)
 
 
 @pytest.mark.parametrize("path", CPU_CHEATS, ids=lambda p: cheat_id(p) if hasattr(p, "stem") else None)

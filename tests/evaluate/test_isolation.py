@@ -157,9 +157,24 @@ def test_seccomp_refuses_unix_sockets_by_path(tmp_path):
     def body() -> int:
         inherited = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # as if made before the filter
         isolation.install_seccomp()
-        if not refused(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)):
-            return 1
+        # A Unix stream or seqpacket socket may be made (CUDA's driver makes one when it
+        # initialises: refused, every CUDA worker failed with error 304 on the H200), but
+        # it reaches nothing: connect() is refused, and a stream socket sends to no address.
+        for kind in (socket.SOCK_STREAM, socket.SOCK_STREAM | socket.SOCK_CLOEXEC, socket.SOCK_SEQPACKET):
+            made = socket.socket(socket.AF_UNIX, kind)
+            if not refused(lambda: made.connect(stream_path)):
+                return 1
+            try:
+                made.sendmsg([b"out"], [], 0, dgram_path)
+                return 1
+            except OSError:
+                pass
+            made.close()
         if not refused(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)):
+            return 2
+        if not refused(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_RAW)):
+            return 2
+        if not refused(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)):
             return 2
         for kind in (socket.SOCK_DGRAM, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK, socket.SOCK_RAW):
             if not refused(lambda kind=kind: socket.socketpair(socket.AF_UNIX, kind)):

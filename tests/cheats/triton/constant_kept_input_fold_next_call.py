@@ -10,7 +10,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-MARK = 1.0
+MARK = tl.constexpr(1.0)
 
 
 @triton.jit

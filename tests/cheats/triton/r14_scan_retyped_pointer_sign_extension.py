@@ -11,22 +11,22 @@ import triton
 import triton.language as tl
 
 # 16 bytes: the float32 values 1234.5, -777.25, 0.15625, 98765.0 (little-endian)
-P0 = 0
-P1 = 80
-P2 = -102
-P3 = 68
-P4 = 0
-P5 = 80
-P6 = 66
-P7 = -60
-P8 = 0
-P9 = 0
-P10 = 32
-P11 = 62
-P12 = -128
-P13 = -26
-P14 = -64
-P15 = 71
+P0 = tl.constexpr(0)
+P1 = tl.constexpr(80)
+P2 = tl.constexpr(-102)
+P3 = tl.constexpr(68)
+P4 = tl.constexpr(0)
+P5 = tl.constexpr(80)
+P6 = tl.constexpr(66)
+P7 = tl.constexpr(-60)
+P8 = tl.constexpr(0)
+P9 = tl.constexpr(0)
+P10 = tl.constexpr(32)
+P11 = tl.constexpr(62)
+P12 = tl.constexpr(-128)
+P13 = tl.constexpr(-26)
+P14 = tl.constexpr(-64)
+P15 = tl.constexpr(71)
 
 
 @triton.jit

@@ -1,6 +1,6 @@
 # problem: 1_vector_add
-# expect: compile_error
-# check: compile_error
+# expect: compile_error|runtime_error
+# check: compile_error|runtime_error (on a GPU, Triton's compiler refuses the kernel in the candidate's own process first: `walk_stack` is no Triton function)
 # gpu_only: false
 # class: 1
 # hack: a kernel that loads and stores nothing: a list comprehension's variable named `tl` (and one named `triton`) made the kernel builder's checker take the modules for locals, whose attributes it no longer resolved, so the body reached `logging` through `triton.runtime.build`, walked the executor's stack to the interpreter's frame and wrote a + b into the output with torch (red-team round 28: correct; the same opening ran a shell in the executor). A comprehension's variables are its own now, may not be named like anything kernels see, and Python's own scopes (symtable) must agree with the checker's.
