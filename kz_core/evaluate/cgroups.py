@@ -142,8 +142,7 @@ def places(mountinfo: str | None = None, cgroup: str | None = None) -> dict[str,
     if unified is not None and "" in own:
         # Only kz's own group, never one above it: a group made higher up would take the
         # workers out from under every rule set between there and kz's group (a
-        # container's memory limit, its device filter; a GPU machine's container gave
-        # CUDA "error 304" to workers moved above it). v2 lets a group with processes
+        # container's memory limit, its device filter). v2 lets a group with processes
         # in it give its children no controller (but the root), so where kz's group is
         # not the root, or one delegated with no process of kz's in it, none are found.
         folder = _beneath(*unified, own[""])
