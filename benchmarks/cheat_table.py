@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import argparse
 import collections
-import re
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import versions, write_json  # noqa: E402
-
 REPO = Path(__file__).resolve().parents[1]
-HEADER = re.compile(r"^# (problem|expect|check|gpu_only|backend|class|destructive|needs): (.*?)\s*(?:\(.*)?$", re.MULTILINE)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The cheats' headers are read as the test suite reads them (one parser: a copy here once
+# missed the `needs` key its twin lacked too).
+sys.path.insert(1, str(REPO / "tests" / "evaluate"))
+from common import versions, write_json  # noqa: E402
+from conftest import cheat_header, cheat_needs_met  # noqa: E402
+
 CLASSES = {
     "1": "rewriting the measuring code in-process",
     "2": "reading the harness's secrets",
@@ -47,7 +49,6 @@ def main() -> None:
 
     from kz_core.config import load_config
     from kz_core.evaluate import Evaluator
-    from kz_core.evaluate.isolation import support
     from kz_core.evaluate.judge import INFRASTRUCTURE_CHECKS
     from kz_core.model import Candidate, Severity
     from kz_core.problems import load_problems
@@ -56,16 +57,15 @@ def main() -> None:
     candidates, headers = [], {}
     lacking: list[str] = []  # cheats whose defence this machine does not give
     for path in sorted((REPO / "tests" / "cheats").glob("*/*.py")):
-        header = {key: value.strip() for key, value in HEADER.findall(path.read_text())}
-        backend = header.get("backend", path.parent.name)
+        header = cheat_header(path)
+        backend = header["backend"]
         if not gpu and (header.get("gpu_only") == "true" or backend != "triton"):
             continue
         if args.skip_destructive and header.get("destructive") == "true":
             continue
         name = f"{path.parent.name}/{path.stem}"
-        need = header.get("needs", "")  # as tests/evaluate/conftest.py::cheat_needs_met reads it
-        if need and need.removesuffix("_cgroup") not in support().cgroups:
-            lacking.append(f"{name} (needs {need})")  # a flood with nothing to stop it harms the machine
+        if not cheat_needs_met(path):
+            lacking.append(f"{name} (needs {header['needs']})")  # a flood with nothing to stop it harms the machine
             continue
         headers[name] = header
         candidates.append(Candidate(header["problem"], backend, path.read_text(), sample_id=name))

@@ -175,10 +175,10 @@ def _plain_decorator(node: ast.expr) -> bool:
 
 def _harmless(body: list[ast.stmt], import_guard: bool, reraises: bool) -> bool:
     """Whether a handler's statements only re-raise, pass, log, set plain values or (in an
-    import guard) import or define a function. An import guard may also try a chain of imports or choose one by
-    a test that only describes (``except ImportError: try: from a import x`` ``except
-    ImportError: from b import x``; ``if hasattr(tl.extra, "cuda"): libdevice =
-    tl.extra.cuda.libdevice``, as Inductor's helpers do: over-rejection probe 16)."""
+    import guard) import or define a function. An import guard may also try a chain of
+    imports or choose one by a test that only describes (``except ImportError: try: from a
+    import x`` ``except ImportError: from b import x``; ``if hasattr(tl.extra, "cuda"):
+    libdevice = tl.extra.cuda.libdevice``, as Inductor's helpers do: over-rejection probe 16)."""
     for stmt in body:
         if isinstance(stmt, (ast.Raise, ast.Pass, ast.Break, ast.Continue)):
             continue
