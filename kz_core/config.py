@@ -182,6 +182,12 @@ class EvalConfig:
     # result says so). 0: memory_limit_gb + 2 on a CPU, half the machine's memory on a GPU
     # or where memory_limit_gb is 0; negative: no limit.
     worker_memory_gb: float = 0.0
+    # Memory all sandboxed workers of one evaluator may hold together, GiB (their cgroups'
+    # common parent, where the machine gives kz cgroups): past it the kernel ends the
+    # worker holding the most, a candidate's before a reference worker's or an executor's,
+    # and never kz itself. 0: the machine's memory less a quarter of it (at most 16 GiB
+    # kept back); negative: no limit. Each worker's own limit stays worker_memory_gb.
+    workers_memory_gb: float = 0.0
     # Memory this process holds for large worker replies in flight at once, GiB; replies
     # past it are received into an unnamed file in scratch_dir (slower, same verdict).
     # 0: a quarter of the machine's memory, at most 8; negative: no budget.

@@ -35,6 +35,7 @@ import errno
 import os
 import secrets
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -240,11 +241,17 @@ class Tree:
     that :func:`probe` found usable, and a group per worker beneath it.
 
     :param controllers: those to use (``Support.cgroups``); none: the tree does nothing.
+    :param memory_bytes: what all the workers' groups may hold together, the limit of the
+        ``kz-<pid>`` folder itself (0: none; ``eval.workers_memory_gb``). Past it the
+        kernel's OOM killer acts among the workers only, choosing by its usual score (the
+        memory a process holds, plus its ``oom_score_adj``: a candidate's worker first).
     """
 
-    def __init__(self, controllers: tuple[str, ...] | list[str]):
+    def __init__(self, controllers: tuple[str, ...] | list[str], memory_bytes: int = 0):
         self.places = {c: p for c, p in places().items() if c in controllers}
         self.roots: dict[str, Path] = {}
+        #: The workers' common limit in force (0: none).
+        self.memory_bytes = 0
         for controller, place in self.places.items():
             root = place.path / f"{PREFIX}{os.getpid()}"
             _remove_stale(place.path)
@@ -253,6 +260,12 @@ class Tree:
             if place.version == 2:
                 _write(root / "cgroup.subtree_control", f"+{controller}")
             self.roots[controller] = root
+            if controller == "memory" and memory_bytes > 0:
+                try:
+                    _limit_memory(root, place.version, memory_bytes)
+                    self.memory_bytes = int(memory_bytes)
+                except OSError as exc:  # each worker's own limit still binds
+                    print(f"kz: the workers' common memory limit could not be set on {root}: {exc}", file=sys.stderr, flush=True)
 
     def _folders(self, name: str) -> dict[str, Path]:
         return {controller: root / name for controller, root in self.roots.items()}
@@ -268,16 +281,7 @@ class Tree:
                 folder.mkdir()
             version = self.places[controller].version
             if controller == "memory" and memory_bytes > 0:
-                if version == 1:
-                    _write(folder / "memory.limit_in_bytes", str(memory_bytes))
-                    # Memory and swap together, where swap is accounted: pages pushed out
-                    # to swap count as well. Not every kernel accounts it.
-                    with contextlib.suppress(OSError):
-                        _write(folder / "memory.memsw.limit_in_bytes", str(memory_bytes))
-                else:
-                    _write(folder / "memory.max", str(memory_bytes))
-                    with contextlib.suppress(OSError):
-                        _write(folder / "memory.swap.max", "0")
+                _limit_memory(folder, version, memory_bytes)
             if controller == "pids" and tasks > 0:
                 _write(folder / "pids.max", str(tasks + OVERHEAD_TASKS))
         for folder in dict.fromkeys(folders.values()):
@@ -319,6 +323,21 @@ class Tree:
         for root in dict.fromkeys(self.roots.values()):
             with contextlib.suppress(OSError):
                 _remove_group(root)
+
+
+def _limit_memory(folder: Path, version: int, memory_bytes: int) -> None:
+    """Limit the group ``folder`` to ``memory_bytes`` of memory, swap included where the
+    kernel accounts it (v2: no swap at all)."""
+    if version == 1:
+        _write(folder / "memory.limit_in_bytes", str(memory_bytes))
+        # Memory and swap together, where swap is accounted: pages pushed out to swap
+        # count as well. Not every kernel accounts it.
+        with contextlib.suppress(OSError):
+            _write(folder / "memory.memsw.limit_in_bytes", str(memory_bytes))
+    else:
+        _write(folder / "memory.max", str(memory_bytes))
+        with contextlib.suppress(OSError):
+            _write(folder / "memory.swap.max", "0")
 
 
 def _kill_members(folder: Path) -> bool:

@@ -58,7 +58,7 @@ from kz_core.evaluate.judge import (
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
 from kz_core.evaluate import wire
-from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, executor_caches, start_zygote, worker_memory_bytes
+from kz_core.evaluate.sandbox import SHARED_LIMIT_ENDED, SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, executor_caches, start_zygote, worker_memory_bytes, workers_memory_bytes
 from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.paths import remove_tree, scratch_root as new_scratch_root
@@ -233,6 +233,7 @@ class Evaluator:
             scratch_root=scratch_root,
             address_space_bytes=int(self.config.memory_limit_gb * (1 << 30)),
             group_memory_bytes=worker_memory_bytes(self.config, self.device),
+            workers_memory_bytes=workers_memory_bytes(self.config),
             file_size_bytes=int(self.config.file_size_limit_mb) << 20,
             threads=1 if self.device == "cpu" else 4,
             tf32=bool(self.config.reference_tf32),
@@ -595,6 +596,14 @@ class Evaluator:
             finally:
                 self._alone.on = 0
             result = attrs.evolve(result, findings=result.findings + (Finding("gpu_memory", why, Severity.INFO),))
+        if ended_for_workers_memory(result):
+            # The kernel chose this candidate's worker when all the workers together went
+            # over their limit: it held among the most, but its neighbours' memory put the
+            # workers over. Once more; a candidate that does it again is failed for it.
+            logger.info("{}/{} was ended for the workers' common memory limit; evaluating it again", candidate.problem, candidate.sample_id)
+            result = self._guarded(candidate)
+            why = "evaluated again: the first attempt's worker was ended when kz's workers together went over eval.workers_memory_gb"
+            result = attrs.evolve(result, findings=result.findings + (Finding("host_memory", why, Severity.INFO),))
         if self.journal is not None and not any(f.check in INFRASTRUCTURE_CHECKS for f in result.findings):
             self.journal.put(key, result)
         return result
@@ -1430,6 +1439,12 @@ def _slower_on_unseen(reply: dict[str, Any], failure: Finding | None) -> bool:
         return failure.check == "memoisation"
     _, finding = judge_unseen(from_json_dict(RuntimeStats, reply["stats"]))
     return finding is not None and finding.check == "unseen_inputs_slower"
+
+
+def ended_for_workers_memory(result: EvalResult) -> bool:
+    """Whether ``result`` failed because the kernel ended one of its workers when all of
+    kz's sandboxed workers together went over ``eval.workers_memory_gb``."""
+    return result.verdict is not Verdict.CORRECT and any(f.severity is Severity.ERROR and SHARED_LIMIT_ENDED in f.message for f in result.findings)
 
 
 def ran_out_of_gpu_memory(result: EvalResult) -> bool:

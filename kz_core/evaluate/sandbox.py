@@ -114,6 +114,9 @@ class SandboxSettings:
     #: memory files they write, its scratch and /dev/shm memory file systems; enforced by
     #: a cgroup of its own where the machine gives one (``cgroups.py``).
     group_memory_bytes: int = 0
+    #: Memory all sandboxed workers of the zygote may hold together, bytes (0: no limit):
+    #: the limit of their groups' common parent (``cgroups.Tree``).
+    workers_memory_bytes: int = 0
 
 
 def worker_memory_bytes(config: Any, device: str) -> int:
@@ -127,6 +130,21 @@ def worker_memory_bytes(config: Any, device: str) -> int:
             gigabytes = float(config.memory_limit_gb) + 2.0
         else:
             return machine_memory_bytes() // 2
+    return int(gigabytes * (1 << 30))
+
+
+def workers_memory_bytes(config: Any) -> int:
+    """What ``config`` (the eval section) lets all sandboxed workers of one evaluator hold
+    together, bytes (0: no limit); see ``EvalConfig.workers_memory_gb``. Each worker's own
+    limit bounds one worker; several candidates of a batch (a GRPO group is written by one
+    policy) each under it could still together take the machine's memory, and the kernel's
+    OOM killer would then choose among all its processes, kz's own included."""
+    gigabytes = float(getattr(config, "workers_memory_gb", 0.0))
+    if gigabytes < 0:
+        return 0
+    if gigabytes == 0:
+        total = machine_memory_bytes()
+        return max(0, total - min(total // 4, 16 << 30))
     return int(gigabytes * (1 << 30))
 
 
@@ -278,6 +296,15 @@ class WorkerLog:
                 os.close(fd)
 
 
+#: How a worker's end reads when the kernel ended it for the workers' common memory limit
+#: (``eval.workers_memory_gb``), not its own: the evaluator evaluates that candidate once
+#: more, since its neighbours' memory may have been the cause.
+SHARED_LIMIT_ENDED = "kz's sandboxed workers together went over their memory limit"
+#: A worker ended by the kernel whose peak stayed below this share of its own limit was
+#: ended for the common one.
+OWN_LIMIT_SHARE = 0.9
+
+
 class ZygoteProcess:
     """The zygote of one evaluator and device (``kz_core/evaluate/zygote.py``), parent side.
 
@@ -299,7 +326,8 @@ class ZygoteProcess:
         env["HOME"] = str(settings.scratch_root)
         env[MARKER_VARIABLE] = f"{SESSION_MARKER}-zygote-{secrets.token_hex(4)}"  # its workers replace it with theirs
         try:
-            self.process = _spawn(["kz_core.evaluate.zygote", str(child_sock.fileno()), device], child_sock, env, settings.scratch_root, self.log)
+            argv = ["kz_core.evaluate.zygote", str(child_sock.fileno()), device, str(int(settings.workers_memory_bytes))]
+            self.process = _spawn(argv, child_sock, env, settings.scratch_root, self.log)
         except BaseException:
             self.log.close()
             with contextlib.suppress(OSError):
@@ -415,6 +443,16 @@ def _recv_all(sock: socket.socket, size: int) -> bytes:
     return data
 
 
+#: A candidate worker's ``oom_score_adj``: the kernel's OOM killer adds it (in thousandths
+#: of the memory it may choose from) to a process's share of that memory, so every process
+#: of a candidate comes before any of kz's, and the one holding the most before the others.
+#: A process may raise its own score, never lower it again without ``CAP_SYS_RESOURCE``.
+OOM_SCORE_ADJ_CANDIDATE = 1000
+#: A reference worker's, an executor's and a builder's: after any candidate's that holds
+#: memory of its own, unless they hold half of what the killer chooses from.
+OOM_SCORE_ADJ_SERVICE = 500
+
+
 def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str, str], settings: SandboxSettings, support: Any) -> dict[str, Any]:
     """What the zygote's supervisor does to place a worker of ``role`` (see zygote.py)."""
     from kz_core.evaluate import isolation
@@ -448,6 +486,10 @@ def sandbox_spec(role: str, device: str, scratch: Path, log: Path, env: dict[str
         # build the parent reads after it.
         "scratch_bytes": (isolation.SCRATCH_BYTES if candidate else isolation.SERVICE_SCRATCH_BYTES) if private_shm and settings.memory_scratch else 0,
         "isolate_uid": _new_uid() if candidate and support.separate_uid else None,
+        # Whom the kernel's OOM killer ends first when memory runs out (the workers' common
+        # cgroup limit, or the machine's where there are no cgroups): a candidate's worker,
+        # then a reference worker, an executor or a builder, never kz itself before them.
+        "oom_score_adj": OOM_SCORE_ADJ_CANDIDATE if candidate else OOM_SCORE_ADJ_SERVICE,
         # A cgroup of its own (cgroups.py), named after its scratch folder: all its
         # processes' memory and their number bounded as a whole. A candidate's processes
         # are its limit; a reference worker's, an executor's and a builder's (torch's
@@ -603,9 +645,15 @@ class WorkerProcess:
         if code is None:
             return "the worker stopped answering"
         if getattr(self.process, "oom_kills", 0):
-            limit = self.settings.group_memory_bytes / (1 << 30)
+            own = self.settings.group_memory_bytes
+            peak = int(getattr(self.process, "memory_peak", 0) or 0)
+            if self.settings.workers_memory_bytes and (not own or 0 < peak < own * OWN_LIMIT_SHARE):
+                return (
+                    f"{SHARED_LIMIT_ENDED} ({self.settings.workers_memory_bytes / (1 << 30):.3g} GiB; eval.workers_memory_gb):"
+                    f" the kernel ended this worker, which held {peak / (1 << 30):.3g} GiB, among the most of them"
+                )
             return (
-                f"the worker went over its memory limit ({limit:.3g} GiB for all its processes, the memory files they"
+                f"the worker went over its memory limit ({own / (1 << 30):.3g} GiB for all its processes, the memory files they"
                 " wrote and its memory file systems; eval.worker_memory_gb) and the kernel ended it"
             )
         if code < 0:
@@ -756,8 +804,10 @@ class _ForkedProcess:
         self.pid = pid
         self.zygote = zygote
         self.returncode: int | None = None
-        #: Processes of the worker's cgroup that the kernel ended for its memory limit.
+        #: Processes of the worker's cgroup that the kernel ended for a memory limit.
         self.oom_kills = 0
+        #: The most memory its cgroup held, bytes (0: unknown).
+        self.memory_peak = 0
         self.handle = _ProcessHandle(pid)
 
     def poll(self) -> int | None:
@@ -766,8 +816,9 @@ class _ForkedProcess:
             code = ended.get("exit")
             self.returncode = code if type(code) is int else None
             if self.returncode is not None:
-                oom = ended.get("oom_kills")
+                oom, peak = ended.get("oom_kills"), ended.get("memory_peak")
                 self.oom_kills = oom if type(oom) is int else 0
+                self.memory_peak = peak if type(peak) is int else 0
                 self.handle.close()
         return self.returncode
 

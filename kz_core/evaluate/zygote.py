@@ -189,6 +189,15 @@ def _supervise(worker_sock: socket.socket, spec: dict[str, Any], report: int, tr
         import tempfile
 
         tempfile.tempdir = None  # computed again from TMPDIR (the zygote's was cached)
+        adjust = spec.get("oom_score_adj")
+        if type(adjust) is int:
+            # Raised before anything is forked (the worker and its children inherit it); a
+            # /proc mounted read-only leaves it as it was, the OOM killer's usual order.
+            try:
+                with open("/proc/self/oom_score_adj", "w") as score:
+                    score.write(str(adjust))
+            except OSError:
+                pass
         group = spec.get("cgroup")
         if group and tree is not None:
             # Before anything is forked: the helper, the init, the worker and all they start
@@ -366,6 +375,7 @@ class Zygote:
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     device = sys.argv[2] if len(sys.argv) > 2 else "cpu"
+    workers_memory = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     try:
         _preload(device)
     except BaseException as exc:  # noqa: BLE001 - say why, the parent reports it
@@ -379,7 +389,7 @@ def main() -> None:
     tree = None
     if support.cgroups:
         try:
-            tree = cgroups.Tree(support.cgroups)
+            tree = cgroups.Tree(support.cgroups, memory_bytes=workers_memory)
         except OSError:
             traceback.print_exc()
             support = support.without(["cgroups"])  # said in what kz reports of the sandbox

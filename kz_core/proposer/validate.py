@@ -240,7 +240,7 @@ class ModuleValidator:
 
     def __init__(self, config: Any, device: str | None = None):
         from kz_core.evaluate.evaluator import resolve_device
-        from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, worker_memory_bytes
+        from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, worker_memory_bytes, workers_memory_bytes
         from kz_core.proposer.catalog import api_catalog
 
         self.config = config
@@ -252,6 +252,7 @@ class ModuleValidator:
             scratch_root=new_scratch_root("validate", eval_config.scratch_dir),
             address_space_bytes=int(eval_config.memory_limit_gb * (1 << 30)),
             group_memory_bytes=worker_memory_bytes(eval_config, self.device),
+            workers_memory_bytes=workers_memory_bytes(eval_config),
             file_size_bytes=int(eval_config.file_size_limit_mb) << 20,
             threads=1 if self.device == "cpu" else 4,
             tf32=bool(eval_config.reference_tf32),

@@ -359,3 +359,63 @@ def test_replies_in_flight_together_are_bounded_by_the_reply_budget_not_their_su
     assert wire.REPLY_MEMORY.spilled >= spilled + 2  # neither 400 MiB reply fit a 256 MiB budget
     gc.collect()
     assert wire.REPLY_MEMORY.held == 0
+
+
+def test_the_workers_common_memory_limit_follows_the_config():
+    """``eval.workers_memory_gb``: by default the machine's memory less a quarter of it,
+    at most 16 GiB kept back for kz itself and the rest of the machine."""
+    from kz_core.evaluate.sandbox import machine_memory_bytes, workers_memory_bytes
+
+    gib, total = 1 << 30, machine_memory_bytes()
+    assert workers_memory_bytes(eval_config()) == total - min(total // 4, 16 * gib) > 0
+    assert workers_memory_bytes(eval_config("eval.workers_memory_gb=3")) == 3 * gib
+    assert workers_memory_bytes(eval_config("eval.workers_memory_gb=-1")) == 0
+
+
+COLLUDER = '''
+import time as _time
+
+# 700 MiB of its own, written (resident), well under its worker's limit of 1.5 GiB; held
+# long enough that its sibling's is held too.
+_HELD = b"x" * (700 << 20)
+_time.sleep(8)
+'''
+
+
+@pytest.mark.triton
+@needs_memory
+@pytest.mark.parametrize("common_limit", [True, False], ids=["common-limit", "before"])
+def test_candidates_each_under_their_own_limit_are_bounded_together(example_problems, common_limit):
+    """What was open after round 27: each worker's memory was bounded, not their sum, so
+    the candidates of one batch (a GRPO group is written by one policy) could each stay
+    under their own limit and together take the machine's memory, and the kernel's OOM
+    killer would choose among all its processes, kz's own included. The version before:
+    two such candidates held 1.4 GiB together and both were correct. With the workers'
+    common limit (``eval.workers_memory_gb``, here 1.2 GiB) the kernel ends a worker of
+    theirs, never kz's; the one ended is evaluated once more (its neighbours' memory may
+    have been the cause), and its honest neighbour is correct."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate, Verdict
+
+    honest = (Path(__file__).parents[2] / "examples" / "candidates" / "triton" / "1_vector_add.py").read_text()
+    colluder = honest.replace("class ModelNew", COLLUDER + "\n\nclass ModelNew", 1)
+    limit = "eval.workers_memory_gb=1.2" if common_limit else "eval.workers_memory_gb=-1"
+    config = eval_config("eval.workers=3", "eval.worker_memory_gb=1.5", limit, "eval.timing=false")
+    candidates = [Candidate("1_vector_add", "triton", colluder, f"colluder{i}") for i in range(2)]
+    with Evaluator(example_problems, config) as evaluator:
+        root = cgroups.places()["memory"].path / f"{cgroups.PREFIX}{evaluator._zygote.process.pid}"
+        limit_file = "memory.limit_in_bytes" if cgroups.places()["memory"].version == 1 else "memory.max"
+        set_limit = (root / limit_file).read_text().strip()
+        results = {r.sample_id: r for r in evaluator.evaluate([*candidates, Candidate("1_vector_add", "triton", honest, "honest")])}
+    assert results["honest"].verdict is Verdict.CORRECT, results["honest"].message
+    colluders = [results[f"colluder{i}"] for i in range(2)]
+    again = [r for r in colluders if any(f.check == "host_memory" for f in r.findings)]
+    if common_limit:
+        assert abs(int(set_limit) - int(1.2 * (1 << 30))) < 1 << 16  # the kernel rounds it to pages
+        assert again, [r.message for r in colluders]  # a worker of theirs was ended and evaluated again
+        for result in colluders:
+            assert result.verdict in (Verdict.CORRECT, Verdict.RUNTIME_ERROR), result.message
+            if result.verdict is Verdict.RUNTIME_ERROR:
+                assert "eval.workers_memory_gb" in result.message, result.message
+    else:
+        assert not again and all(r.verdict is Verdict.CORRECT for r in colluders), [r.message for r in colluders]

@@ -603,3 +603,45 @@ def test_a_workers_namespace_holds_few_of_the_users_inotify_instances(tmp_path):
         os._exit(made)
 
     assert in_child(body) == isolation.NAMESPACE_COUNTS["max_inotify_instances"]
+
+
+LOWERS_ITS_OOM_SCORE = '''
+def _oom_score():
+    with open("/proc/self/oom_score_adj") as handle:
+        return int(handle.read())
+
+
+_BEFORE = _oom_score()
+try:  # the kernel's OOM killer would then choose kz, or an honest neighbour, before it
+    with open("/proc/self/oom_score_adj", "w") as handle:
+        handle.write("-1000")
+except OSError:
+    pass
+if (_BEFORE, _oom_score()) != (1000, 1000):
+    raise RuntimeError(f"oom_score_adj {_BEFORE} -> {_oom_score()}")
+'''
+
+
+@pytest.mark.triton
+def test_a_candidate_is_the_oom_killers_first_choice_and_cannot_lower_its_score(example_problems):
+    """When memory runs out (the workers' common cgroup limit, or the machine's where there
+    are no cgroups) the kernel's OOM killer chooses by memory held plus ``oom_score_adj``.
+    The version before: a candidate's worker had kz's own score (0), so a candidate that
+    held less than kz at that moment outlived it, and the batch was lost. A candidate's
+    worker has 1000 (a reference worker, an executor and a builder 500) and cannot lower
+    it: this candidate raises unless it reads 1000 before and after trying."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.sandbox import OOM_SCORE_ADJ_CANDIDATE, OOM_SCORE_ADJ_SERVICE, SandboxSettings, sandbox_spec
+    from kz_core.model import Candidate
+
+    from .conftest import eval_config
+
+    assert OOM_SCORE_ADJ_CANDIDATE == 1000 and 0 < OOM_SCORE_ADJ_SERVICE < OOM_SCORE_ADJ_CANDIDATE
+    settings = SandboxSettings(scratch_root=Path("/tmp"))
+    for role, score in (("candidate", 1000), ("executor", 500), ("reference", 500), ("builder", 500)):
+        assert sandbox_spec(role, "cpu", Path("/tmp/s"), Path("/tmp/s/log"), {}, settings, SUPPORT)["oom_score_adj"] == score
+    honest = (Path(__file__).parents[2] / "examples" / "candidates" / "triton" / "1_vector_add.py").read_text()
+    probe = honest.replace("class ModelNew", LOWERS_ITS_OOM_SCORE + "\n\nclass ModelNew", 1)
+    with Evaluator(example_problems, eval_config("eval.timing=false")) as evaluator:
+        [result] = evaluator.evaluate([Candidate("1_vector_add", "triton", probe, "probe")])
+    assert result.verdict is Verdict.CORRECT, result.message
