@@ -8,8 +8,9 @@ not, and the call returns ``None`` (Triton 3.6 to 3.9), so an honest kernel fail
 CPU with ``unsupported operand type(s) ... 'NoneType'``. :func:`install` gives the
 interpreter the math functions of the library (elementwise, computed by torch on the
 CPU in the argument's precision, as the library computes them in its own): the same
-calls that compile on a GPU run under the interpreter. Bit-level and integer helpers
-(``popc``, ``byte_perm``, rounding-mode conversions) are left as they are.
+calls that compile on a GPU run under the interpreter, and so do the conversions between
+floats and integers (``llrint``, ``float2int_rz``, ``int2float_rn``). Bit-level and
+integer helpers (``popc``, ``byte_perm``) are left as they are.
 
 :func:`install` also installs :mod:`kz_backend_triton.interpreted_bfloat16` (the
 interpreter computes on bfloat16's bit patterns as integers, ``tl.dot`` included) and
@@ -30,7 +31,8 @@ _installed = False
 
 def _functions() -> dict[str, tuple[Callable[..., Any], str]]:
     """``name -> (torch function of the arguments, result kind)``; kinds: ``same`` (the
-    first floating argument's dtype) and ``int32`` (CUDA's predicates return an int)."""
+    first floating argument's dtype), or the name of the result's dtype (``int32``: CUDA's
+    predicates return an int; the conversions their target)."""
     import torch
 
     def rsqrt(x):
@@ -142,6 +144,20 @@ def _functions() -> dict[str, tuple[Callable[..., Any], str]]:
     }
     table = {name: (function, "same") for name, function in same.items()}
     table.update({name: (function, "int32") for name, function in predicates.items()})
+    # Conversions between floats and integers (bitsandbytes' quantisers round with
+    # `llrint`; over-rejection probe 22): to an integer, in the rounding mode the name
+    # gives, exactly; to a float, rounded to nearest whatever the mode.
+    to_integer = {"rn": torch.round, "rz": torch.trunc, "rd": torch.floor, "ru": torch.ceil}
+    integers = {"int": "int32", "uint": "uint32", "ll": "int64", "ull": "uint64"}
+    for mode, rounding in to_integer.items():
+        for source in ("float", "double"):
+            for target, kind in integers.items():
+                table[f"{source}2{target}_{mode}"] = (rounding, kind)
+        for source in integers:
+            table[f"{source}2float_{mode}"] = (lambda x: x, "float32")
+            table[f"{source}2double_{mode}"] = (lambda x: x, "float64")
+        table[f"double2float_{mode}"] = (lambda x: x, "float32")
+    table.update(llrint=(torch.round, "int64"), llround=(round_away, "int64"))
     return table
 
 
@@ -170,7 +186,7 @@ def _wrap(name: str, function: Callable[..., Any], kind: str) -> Callable[..., A
             arrays.append(as_torch(value.handle.data) if isinstance(value, tl.tensor) else torch.tensor(value, dtype=floating))
         with torch.no_grad():
             result = function(*arrays)
-        out_dtype = reference.dtype if kind == "same" else tl.int32
+        out_dtype = reference.dtype if kind == "same" else getattr(tl, kind)
         data = result.numpy().astype(_get_np_dtype(out_dtype))
         shape = [int(s) for s in data.shape]
         block = any(t.type.is_block() for t in tensors)

@@ -13,6 +13,7 @@
   the interpreter ran Python's ``not``, which takes a block tensor as true and gives
   ``False``, so every column counted as outside. The rewriter's ``visit_UnaryOp`` sends
   ``not`` of a tensor to ``__not__``, as compiled; ``not`` of anything else is Python's.
+- ``(cols < D) & (row < T)``, a block mask and a scalar test: see :func:`_bool_splat`.
 - ``dtype.value`` in a jit helper (FlagGems' ``get_dtype_min(dtype)``): compiled, a
   dtype argument arrives as a ``constexpr`` whose ``value`` is the dtype; the interpreter
   passes the bare dtype, which has no ``value``. Under the interpreter a dtype's
@@ -95,3 +96,25 @@ def install() -> None:
         setattr(interpreter, NOT_HELPER, not_op)
     if not hasattr(tl.dtype, "value"):
         tl.dtype.value = property(lambda self: self)
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    if builder is not None and not getattr(builder.create_splat, "_kz_keeps_bool", False):
+        builder.create_splat = _bool_splat(builder.create_splat)
+
+
+def _bool_splat(create_splat: Callable[..., Any]) -> Callable[..., Any]:
+    """The interpreter's ``create_splat`` keeping a comparison's truth values as truth
+    values: a comparison's data are booleans labelled with its operands' dtype, and a
+    scalar one (``row < T``) was broadcast as that dtype's integers, so ``(cols < D) &
+    (row < T)`` was integers and a load refused it as a mask ("mask has unsupported
+    dtype"; over-rejection probe 22, flash-linear-attention's masks). Compiled, it is an
+    element-wise ``and`` of two masks."""
+    import numpy as np
+
+    def splat(self: Any, ret_ty: Any, arg: Any) -> Any:
+        result = create_splat(self, ret_ty, arg)
+        if np.asarray(arg.data).dtype == np.bool_ and result.data.dtype != np.bool_:
+            result.data = result.data.astype(np.bool_)
+        return result
+
+    splat._kz_keeps_bool = True  # type: ignore[attr-defined]
+    return splat

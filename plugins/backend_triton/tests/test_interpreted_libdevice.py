@@ -311,3 +311,72 @@ def test_triton_testing_benchmarks_run_under_the_interpreter():
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+
+
+CONVERSIONS_SOURCE = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
+
+
+    @triton.jit
+    def quantise_kernel(x_ptr, rounded_ptr, toward_ptr, back_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+        tl.store(rounded_ptr + offsets, libdevice.llrint(x), mask=mask)
+        toward = libdevice.float2int_rz(x) + 100 * libdevice.float2int_rd(x) + 10000 * libdevice.float2int_ru(x)
+        tl.store(toward_ptr + offsets, toward, mask=mask)
+        tl.store(back_ptr + offsets, libdevice.int2float_rn(toward) + libdevice.llround(x), mask=mask)
+    """
+)
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="Triton was imported without its interpreter in this process")
+def test_conversions_between_floats_and_integers_round_as_their_names_say(tmp_path):
+    """Over-rejection probe 22: bitsandbytes' row-wise quantiser rounds with
+    ``libdevice.llrint``, which under the interpreter returned None (`runtime_error`,
+    "cannot convert None"), as did every ``float2int_*``-style conversion. Each rounds as
+    its name says: ``rn`` to nearest even, ``rz`` toward zero, ``rd`` down, ``ru`` up;
+    ``llround`` half away from zero."""
+    interpreted_libdevice.install()
+    kernels = extract_kernels(CONVERSIONS_SOURCE, str(tmp_path / "candidate.py"))
+    x = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.7, 3.2, -2.5])
+    rounded, toward, back = torch.zeros(7, dtype=torch.int64), torch.zeros(7, dtype=torch.int32), torch.zeros(7)
+    kernels["quantise_kernel"][(1,)](x, rounded, toward, back, 7, BLOCK=8)
+    assert rounded.tolist() == [0, 2, 2, 0, -2, 3, -2]
+    expected = torch.trunc(x) + 100 * torch.floor(x) + 10000 * torch.ceil(x)
+    assert torch.equal(toward, expected.to(torch.int32))
+    away = torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5))
+    assert torch.equal(back, expected + away)
+
+
+MASK_SOURCE = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def copy_rows_kernel(x_ptr, out_ptr, T, D, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = (cols < D) & (row < T)
+        tl.store(out_ptr + row * D + cols, tl.load(x_ptr + row * D + cols, mask=mask, other=0.0) * 2, mask=mask)
+    """
+)
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="Triton was imported without its interpreter in this process")
+def test_a_block_mask_and_a_scalar_test_make_a_mask_under_the_interpreter(tmp_path):
+    """Over-rejection probe 22: ``mask = (cols < D) & (row < T)`` (flash-linear-attention
+    writes its masks so, the grid padded past the rows) failed under the interpreter with
+    "mask has unsupported dtype": the scalar comparison was broadcast as integers. Rows
+    past ``T`` are left alone."""
+    interpreted_libdevice.install()
+    kernels = extract_kernels(MASK_SOURCE, str(tmp_path / "candidate.py"))
+    x = torch.randn(3, 5)
+    out = torch.full((4, 5), -7.0)
+    kernels["copy_rows_kernel"][(4,)](x, out, 3, 5, BLOCK=8)
+    assert torch.equal(out[:3], x * 2) and torch.equal(out[3], torch.full((5,), -7.0))
