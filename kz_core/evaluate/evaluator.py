@@ -278,6 +278,9 @@ class Evaluator:
         self._candidate_pool = WorkerPool(self.device, "candidate", workers, candidate_settings, zygote=self._zygote)
         self._executor_pool = WorkerPool(self.device, "executor", max(workers, int(self.config.in_flight)), sandboxed, zygote=self._zygote)
         self._gpu = SharedExclusiveLock(self.contention)
+        # Held shared by every candidate's evaluation, exclusive by one evaluated again
+        # after the workers together went over their memory limit: it runs alone.
+        self._host = SharedExclusiveLock()
         self._memory: MemoryBudget | None = None
         self._memory_lock = threading.Lock()
         # Set in a thread evaluating a candidate again after the GPU ran out of memory:
@@ -576,33 +579,36 @@ class Evaluator:
             if self.journal is not None and not any(f.check in INFRASTRUCTURE_CHECKS for f in result.findings):
                 self.journal.put(key, result)
             return result
-        result = self._guarded(candidate)
-        # Other candidates' memory, or this one's own? Once more with the whole GPU memory
-        # budget, and if that runs out too, a last time with the GPU to itself: an honest
-        # kernel is never failed for what its neighbours held, and one that runs out of
-        # memory alone is failed as before.
-        attempts = (
-            (1, "evaluated again with the GPU's memory to itself: the first attempt ran out of GPU memory"),
-            (2, "evaluated a third time with the GPU to itself (no other candidate's work beside it, idle workers ended): "
-             "the second attempt ran out of GPU memory too"),
-        )
-        for level, why in attempts:
-            if not ran_out_of_gpu_memory(result):
-                break
-            logger.info("{}/{} ran out of GPU memory; evaluating it again alone (attempt {})", candidate.problem, candidate.sample_id, level + 1)
-            self._alone.on = level
-            try:
-                result = self._guarded(candidate)
-            finally:
-                self._alone.on = 0
-            result = attrs.evolve(result, findings=result.findings + (Finding("gpu_memory", why, Severity.INFO),))
+        with self._host.shared():
+            result = self._guarded(candidate)
+            # Other candidates' memory, or this one's own? Once more with the whole GPU
+            # memory budget, and if that runs out too, a last time with the GPU to itself:
+            # an honest kernel is never failed for what its neighbours held, and one that
+            # runs out of memory alone is failed as before.
+            attempts = (
+                (1, "evaluated again with the GPU's memory to itself: the first attempt ran out of GPU memory"),
+                (2, "evaluated a third time with the GPU to itself (no other candidate's work beside it, idle workers ended): "
+                 "the second attempt ran out of GPU memory too"),
+            )
+            for level, why in attempts:
+                if not ran_out_of_gpu_memory(result):
+                    break
+                logger.info("{}/{} ran out of GPU memory; evaluating it again alone (attempt {})", candidate.problem, candidate.sample_id, level + 1)
+                self._alone.on = level
+                try:
+                    result = self._guarded(candidate)
+                finally:
+                    self._alone.on = 0
+                result = attrs.evolve(result, findings=result.findings + (Finding("gpu_memory", why, Severity.INFO),))
         if ended_for_workers_memory(result):
             # The kernel chose this candidate's worker when all the workers together went
-            # over their limit: it held among the most, but its neighbours' memory put the
-            # workers over. Once more; a candidate that does it again is failed for it.
-            logger.info("{}/{} was ended for the workers' common memory limit; evaluating it again", candidate.problem, candidate.sample_id)
-            result = self._guarded(candidate)
-            why = "evaluated again: the first attempt's worker was ended when kz's workers together went over eval.workers_memory_gb"
+            # over their limit: it held among the most, but its neighbours' memory may have
+            # put the workers over. Once more, alone: every other candidate in flight ends
+            # first and none starts beside it. One that goes over alone is failed for it.
+            logger.info("{}/{} was ended for the workers' common memory limit; evaluating it again alone", candidate.problem, candidate.sample_id)
+            with self._host.exclusive():
+                result = self._guarded(candidate)
+            why = "evaluated again alone: the first attempt's worker was ended when kz's workers together went over eval.workers_memory_gb"
             result = attrs.evolve(result, findings=result.findings + (Finding("host_memory", why, Severity.INFO),))
         if self.journal is not None and not any(f.check in INFRASTRUCTURE_CHECKS for f in result.findings):
             self.journal.put(key, result)
