@@ -110,6 +110,17 @@ def mentioned_names(tree: ast.Module) -> set[str]:
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
 
 
+def _other_backend(code: str) -> str:
+    """A hint where a candidate judged as Triton (``eval.backend`` defaults to it) is
+    another backend's: ``kz eval -c`` of a folder of ``load_inline`` candidates without
+    ``--backend`` rejected every one as having no Triton kernel, and said no more."""
+    if "load_inline" in code:
+        return " (this source builds C++/CUDA with load_inline: evaluate it with --backend cuda_inline, eval.backend=cuda_inline)"
+    if "__global__" in code:
+        return " (this source has CUDA kernels: evaluate it with --backend cuda, eval.backend=cuda)"
+    return ""
+
+
 def check_triton_source(code: str) -> list[Finding]:
     """Findings for one Triton candidate's source (empty when it does not parse: the core
     reports syntax errors once, as a format error)."""
@@ -121,7 +132,7 @@ def check_triton_source(code: str) -> list[Finding]:
         return [
             Finding(
                 check="no_triton_kernel",
-                message="no @triton.jit kernel is defined: a Triton candidate must compute with its own Triton kernels",
+                message="no @triton.jit kernel is defined: a Triton candidate must compute with its own Triton kernels" + _other_backend(code),
             )
         ]
     used = launched_names(tree) | called_from_kernels(kernels) | mentioned_names(tree)

@@ -46,6 +46,20 @@ def test_static_checks_reject_a_candidate_without_kernels():
     assert checks(code) == [("no_triton_kernel", Severity.ERROR)]
 
 
+def test_a_candidate_of_another_backend_is_told_which_backend_to_name():
+    """``kz eval -c <folder of load_inline candidates>`` without ``--backend`` judged them as
+    Triton (the default) and said only that no Triton kernel was defined."""
+    from kz_backend_triton.checks import check_triton_source
+
+    inline = "from torch.utils.cpp_extension import load_inline\nmodule = load_inline(name='m', cpp_sources='', cuda_sources='')\n"
+    [finding] = check_triton_source(inline)
+    assert finding.check == "no_triton_kernel" and "--backend cuda_inline" in finding.message
+    [finding] = check_triton_source('SOURCE = r"""extern "C" __global__ void k(float* x) {}"""\n')
+    assert "--backend cuda" in finding.message and "cuda_inline" not in finding.message
+    [finding] = check_triton_source("import torch\n")
+    assert "--backend" not in finding.message
+
+
 def test_static_checks_warn_about_a_dead_kernel():
     code = GOOD.replace("add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)", "out = x + y")
     findings = check_triton_source(code)
