@@ -271,6 +271,8 @@ class Support:
         worker gets a control group of its own (``kz_core/evaluate/cgroups.py``): its memory
         and its processes bounded as a whole.
     :ivar architecture: ``platform.machine()``.
+    :ivar workers_memory_bytes: the limit all workers' groups share
+        (``eval.workers_memory_gb``), as the zygote set it (0: none).
     """
 
     landlock_abi: int = 0
@@ -282,6 +284,7 @@ class Support:
     separate_uid: bool = False
     cgroups: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     architecture: str = ""
+    workers_memory_bytes: int = 0
 
     def without(self, mechanisms: Iterable[str]) -> Support:
         """The same support with ``mechanisms`` (landlock, seccomp, namespaces, private_shm,
@@ -301,6 +304,7 @@ class Support:
             private_shm=self.private_shm and "namespaces" not in off and "private_shm" not in off,
             separate_uid=self.separate_uid and "namespaces" not in off,
             cgroups=() if "cgroups" in off else self.cgroups,
+            workers_memory_bytes=0 if "cgroups" in off else self.workers_memory_bytes,
         )
 
     def missing(self) -> list[str]:
@@ -335,6 +339,8 @@ class Support:
         )
         parts.append("uid per candidate" if self.separate_uid else "shared uid")
         parts.append(f"cgroup per worker ({', '.join(self.cgroups)})" if self.cgroups else "no cgroups")
+        if self.workers_memory_bytes and "memory" in self.cgroups:
+            parts.append(f"workers' memory together at most {self.workers_memory_bytes / (1 << 30):.3g} GiB")
         return ", ".join(parts)
 
 

@@ -390,6 +390,7 @@ def main() -> None:
     if support.cgroups:
         try:
             tree = cgroups.Tree(support.cgroups, memory_bytes=workers_memory)
+            support = attrs.evolve(support, workers_memory_bytes=tree.memory_bytes)  # what was set, said in results
         except OSError:
             traceback.print_exc()
             support = support.without(["cgroups"])  # said in what kz reports of the sandbox

@@ -406,6 +406,8 @@ def test_candidates_each_under_their_own_limit_are_bounded_together(example_prob
         root = cgroups.places()["memory"].path / f"{cgroups.PREFIX}{evaluator._zygote.process.pid}"
         limit_file = "memory.limit_in_bytes" if cgroups.places()["memory"].version == 1 else "memory.max"
         set_limit = (root / limit_file).read_text().strip()
+        summary = evaluator._zygote.support.summary()
+        assert ("workers' memory together at most 1.2 GiB" in summary) is common_limit, summary
         results = {r.sample_id: r for r in evaluator.evaluate([*candidates, Candidate("1_vector_add", "triton", honest, "honest")])}
     assert results["honest"].verdict is Verdict.CORRECT, results["honest"].message
     colluders = [results[f"colluder{i}"] for i in range(2)]
