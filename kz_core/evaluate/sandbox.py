@@ -298,7 +298,7 @@ class WorkerLog:
 
 #: How a worker's end reads when the kernel ended it for the workers' common memory limit
 #: (``eval.workers_memory_gb``), not its own: the evaluator evaluates that candidate once
-#: more, since its neighbours' memory may have been the cause.
+#: more, alone, since its neighbours' memory may have been the cause.
 SHARED_LIMIT_ENDED = "kz's sandboxed workers together went over their memory limit"
 #: A worker ended by the kernel whose peak stayed below this share of its own limit was
 #: ended for the common one.
