@@ -218,9 +218,10 @@ def install() -> None:
                 wrapped = _wrap(name, function, kind)
                 wrapped.__module__ = module.__name__  # kernels may use what triton.language offers
                 setattr(module, name, wrapped)
-    from kz_backend_triton import interpreted_bfloat16, interpreted_reduce, interpreted_semantics
+    from kz_backend_triton import interpreted_bfloat16, interpreted_conversions, interpreted_reduce, interpreted_semantics
 
     interpreted_bfloat16.install()  # bfloat16 arithmetic, which the interpreter does on bit patterns
+    interpreted_conversions.install()  # float conversions as a GPU rounds them (after the bfloat16 patch)
     interpreted_reduce.install()  # reductions and scans with a kernel's own combine, on whole blocks
     interpreted_semantics.install()  # `a and b` of masks, a dtype's `value`
     _installed = True
