@@ -38,7 +38,8 @@ def install() -> None:
     builder, handle = interpreter.InterpreterBuilder, interpreter.TensorHandle
     if getattr(builder, "_kz_conversions", False):
         return
-    rtz = interpreter._ir.ROUNDING_MODE.RTZ
+    modes = getattr(getattr(interpreter, "_ir", None), "ROUNDING_MODE", None)
+    rtz = getattr(modes, "RTZ", "rtz")  # a Triton without the enum passes no rounding mode here
     float8 = {
         name: dtype
         for name, dtype in (
