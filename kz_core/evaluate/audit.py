@@ -32,7 +32,7 @@ import attrs
 import torch
 
 from kz_core.evaluate.correctness import compare, tolerance_for
-from kz_core.evaluate.sandbox import SandboxSettings, WorkerError, WorkerPool, start_zygote, worker_memory_bytes, workers_memory_bytes
+from kz_core.evaluate.sandbox import WorkerError, WorkerPool, settings_from_config, start_zygote
 from kz_core.model import Finding, Problem, Severity
 from kz_core.paths import remove_tree, scratch_root as new_scratch_root
 
@@ -91,15 +91,7 @@ def audit_problems(
 ) -> list[ProblemAudit]:
     """Audit ``problems`` with reference workers on ``device`` (``config``: the eval section)."""
     problems = list(problems)
-    settings = SandboxSettings(
-        scratch_root=new_scratch_root("audit", config.scratch_dir),
-        address_space_bytes=int(config.memory_limit_gb * (1 << 30)),
-        group_memory_bytes=worker_memory_bytes(config, device),
-        workers_memory_bytes=workers_memory_bytes(config),
-        file_size_bytes=int(config.file_size_limit_mb) << 20,
-        threads=1 if device == "cpu" else 4,
-        tf32=bool(config.reference_tf32),
-    )
+    settings = settings_from_config(config, device, new_scratch_root("audit", config.scratch_dir))
     workers = config.workers or (min(8, os.cpu_count() or 1) if device == "cpu" else 2)
     zygote = start_zygote(device, settings, config.isolation_off)
     # One fresh sandboxed worker per problem: a problem's code cannot change another's audit.

@@ -58,7 +58,7 @@ from kz_core.evaluate.judge import (
 )
 from kz_core.evaluate.references import ReferenceRecord, ReferenceService, Seeds, SharedExclusiveLock, call_bytes
 from kz_core.evaluate import wire
-from kz_core.evaluate.sandbox import SHARED_LIMIT_ENDED, SandboxSettings, WorkerPool, WorkerProcess, WorkerStartError, executor_caches, start_zygote, worker_memory_bytes, workers_memory_bytes
+from kz_core.evaluate.sandbox import SHARED_LIMIT_ENDED, WorkerPool, WorkerProcess, WorkerStartError, executor_caches, settings_from_config, start_zygote
 from kz_core.evaluate.timing import GRAPH_CLOCK, GRAPH_OUT_OF_MEMORY, TimingSettings
 from kz_core.model import Candidate, CheckResult, EvalResult, Environment, Finding, Problem, RuntimeStats, Severity, StageTimings, Verdict
 from kz_core.paths import remove_tree, scratch_root as new_scratch_root
@@ -229,23 +229,17 @@ class Evaluator:
         self.seeds = Seeds.draw(self.config.trials)
         scratch_root = new_scratch_root("eval", self.config.scratch_dir)
         wire.configure_reply_memory(reply_memory_bytes(self.config), self.config.scratch_dir or None)
-        common = dict(
-            scratch_root=scratch_root,
-            address_space_bytes=int(self.config.memory_limit_gb * (1 << 30)),
-            group_memory_bytes=worker_memory_bytes(self.config, self.device),
-            workers_memory_bytes=workers_memory_bytes(self.config),
-            file_size_bytes=int(self.config.file_size_limit_mb) << 20,
-            threads=1 if self.device == "cpu" else 4,
-            tf32=bool(self.config.reference_tf32),
-            # What ends a compiling worker: backends that build (cuda_inline) stop their own
-            # builds before it, to report them as builds past their limit.
-            extra_env=((COMPILE_TIMEOUT_ENV, f"{self.config.compile_timeout_s:g}"),),
-        )
         workers = self.config.workers or _default_workers(self.device)
         from kz_core.paths import cache_dir
 
         shared = executor_caches()  # the backends' kernel caches that executors write
-        sandboxed = SandboxSettings(
+        sandboxed = settings_from_config(
+            self.config,
+            self.device,
+            scratch_root,
+            # What ends a compiling worker: backends that build (cuda_inline) stop their own
+            # builds before it, to report them as builds past their limit.
+            extra_env=((COMPILE_TIMEOUT_ENV, f"{self.config.compile_timeout_s:g}"),),
             cpu_budget_s=self.config.cpu_time_limit_s,
             executor_write_paths=tuple(str(cache_dir(create=True) / name) for name in shared),
             # Candidate workers read (never write) what executors compiled and what kz's
@@ -254,7 +248,6 @@ class Evaluator:
             # find, and load as its own, a build of a sibling's sources.
             read_paths=tuple(str(cache_dir() / name) for name in shared),
             lookup_paths=(str(cache_dir() / BUILDS_FOLDER),),
-            **common,
         )
         for name in (*shared, BUILDS_FOLDER):
             (cache_dir() / name).mkdir(parents=True, exist_ok=True)

@@ -119,6 +119,22 @@ class SandboxSettings:
     workers_memory_bytes: int = 0
 
 
+def settings_from_config(config: Any, device: str, scratch_root: Path, **more: Any) -> SandboxSettings:
+    """The sandbox settings the eval section ``config`` gives workers on ``device`` (their
+    memory, address-space and file-size limits, threads, TF32), with ``more`` fields; the
+    evaluator, module validation and the problem audit start their zygotes with them."""
+    return SandboxSettings(
+        scratch_root=scratch_root,
+        address_space_bytes=int(config.memory_limit_gb * (1 << 30)),
+        group_memory_bytes=worker_memory_bytes(config, device),
+        workers_memory_bytes=workers_memory_bytes(config),
+        file_size_bytes=int(config.file_size_limit_mb) << 20,
+        threads=1 if device == "cpu" else 4,
+        tf32=bool(config.reference_tf32),
+        **more,
+    )
+
+
 def worker_memory_bytes(config: Any, device: str) -> int:
     """What ``config`` (the eval section) gives each sandboxed worker's cgroup as its memory
     limit on ``device``, bytes (0: none); see ``EvalConfig.worker_memory_gb``."""

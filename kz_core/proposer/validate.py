@@ -240,7 +240,7 @@ class ModuleValidator:
 
     def __init__(self, config: Any, device: str | None = None):
         from kz_core.evaluate.evaluator import resolve_device
-        from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, worker_memory_bytes, workers_memory_bytes
+        from kz_core.evaluate.sandbox import WorkerPool, settings_from_config
         from kz_core.proposer.catalog import api_catalog
 
         self.config = config
@@ -248,15 +248,7 @@ class ModuleValidator:
         self.catalog = api_catalog()
         self.contaminants = contamination_set(config.proposer.decontaminate)
         eval_config = config.eval
-        self.settings = SandboxSettings(
-            scratch_root=new_scratch_root("validate", eval_config.scratch_dir),
-            address_space_bytes=int(eval_config.memory_limit_gb * (1 << 30)),
-            group_memory_bytes=worker_memory_bytes(eval_config, self.device),
-            workers_memory_bytes=workers_memory_bytes(eval_config),
-            file_size_bytes=int(eval_config.file_size_limit_mb) << 20,
-            threads=1 if self.device == "cpu" else 4,
-            tf32=bool(eval_config.reference_tf32),
-        )
+        self.settings = settings_from_config(eval_config, self.device, new_scratch_root("validate", eval_config.scratch_dir))
         self.workers = eval_config.workers or (min(8, os.cpu_count() or 1) if self.device == "cpu" else 2)
         # A proposed module is model-written code: each one runs in a fresh sandboxed
         # worker forked by a zygote, as candidates do (docs/security.md).

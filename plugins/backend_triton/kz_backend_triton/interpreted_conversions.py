@@ -40,14 +40,8 @@ def install() -> None:
         return
     modes = getattr(getattr(interpreter, "_ir", None), "ROUNDING_MODE", None)
     rtz = getattr(modes, "RTZ", "rtz")  # a Triton without the enum passes no rounding mode here
-    float8 = {
-        name: dtype
-        for name, dtype in (
-            ("float8e4nv", "float8_e4m3fn"), ("float8e5", "float8_e5m2"), ("float8e4b8", "float8_e4m3fnuz"), ("float8e5b16", "float8_e5m2fnuz")
-        )
-        if hasattr(tl, name) and hasattr(torch, dtype)
-    }
-    float8 = {getattr(tl, name): getattr(torch, dtype) for name, dtype in float8.items()}
+    names = (("float8e4nv", "float8_e4m3fn"), ("float8e5", "float8_e5m2"), ("float8e4b8", "float8_e4m3fnuz"), ("float8e5b16", "float8_e5m2fnuz"))
+    float8 = {getattr(tl, name): getattr(torch, dtype) for name, dtype in names if hasattr(tl, name) and hasattr(torch, dtype)}
     narrow = {tl.float16: torch.float16, tl.bfloat16: torch.bfloat16}
     fp_to_fp, cast_impl = builder.create_fp_to_fp, builder.cast_impl
 
