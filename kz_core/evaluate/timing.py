@@ -262,6 +262,10 @@ def time_forward(
         except torch.OutOfMemoryError:
             note = f"timed with CUDA events: {GRAPH_OUT_OF_MEMORY}"
         _release(device)
+        if not input_sets:
+            # The graph had taken the timing inputs into its buffers and dropped them
+            # (_time_graph): drawn again, which a successful capture leaves possible.
+            input_sets = [make_inputs(seed) for seed in seeds]
         laps("capture")
     last: dict[int, Any] = {}
     first: dict[int, Any] = {}
@@ -646,6 +650,11 @@ def _time_graph(
         for b in range(which, calls, 2):
             _copy_into(buffers[b], values)
     torch.cuda.synchronize(device)
+    # From here on they live in the buffers only: their own copies go back to the
+    # allocator, for the copies of the timed outputs and the unseen inputs drawn below (a
+    # large problem's two sets are as large as its inputs twice over). The caller draws
+    # them again if the graph fails after this; the capture has succeeded, so it can.
+    input_sets.clear()
     laps("capture")
 
     _warm_up(lambda _: graph.replay(), device, settings, minimum=2)

@@ -316,6 +316,41 @@ def test_gpu_a_forward_that_memoises_is_timed_on_unseen_inputs(method):
         # 0.21 ms, 1.17 times that on unseen inputs) hides what memoising saves here.
 
 
+def test_gpu_graph_timing_of_a_large_problem_holds_four_footprints_at_most():
+    """A large problem's graph timing (two calls, every input set larger than the
+    buffers' budget) holds its two captured input buffers, its two kept outputs, their
+    copies for the caller and the unseen calls' outputs. Its timing inputs' own copies go
+    back once they are in the buffers: kept through the unseen replays, as before the
+    forty-first session, they made five footprints (inputs and outputs of one call) of a
+    forward whose output is as large as its input, where a reservation holds 1.5."""
+    import torch
+
+    from kz_core.evaluate.correctness import Agreement
+    from kz_core.evaluate.timing import TimingSettings, time_forward
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    elements = 64 << 20  # 256 MiB of float32: two input sets fill the buffers' budget
+
+    def make(seed):
+        generator = torch.Generator("cuda").manual_seed(seed)
+        return [torch.randn(elements, device="cuda", generator=generator)]
+
+    footprint = 2 * elements * 4  # one call's input and output
+    flush = 16 << 20
+    settings = TimingSettings(min_trials=4, max_trials=8, l2_flush_bytes=flush)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    timed = time_forward(lambda x: x * 2, make, [3, 5], [7, 11], "cuda", settings, agree=Agreement(), unseen=[13, 17])
+    peak = torch.cuda.max_memory_allocated() - before
+    assert timed.stats["clock"] == "cuda_graph" and timed.stats["calls_per_trial"] == 2, timed.stats
+    for seed, output in timed.outputs:
+        torch.testing.assert_close(output, make(seed)[0] * 2)
+    assert peak <= 4 * footprint + flush + (8 << 20), f"{peak / footprint:.2f} footprints"
+
+
 def _share_and_release(connection, release: bool) -> None:
     """A sender of the IPC protocol (another process): share one tensor, wait until the
     receiver is done, give the count back (or not), drop the tensor, and report how much of

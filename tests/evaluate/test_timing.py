@@ -4,6 +4,8 @@ itself is covered by ``pytest -m gpu``)."""
 
 from __future__ import annotations
 
+import time
+
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -51,6 +53,44 @@ def test_on_a_cpu_time_forward_alternates_the_seeds_and_returns_an_output_per_se
     # Unseen inputs are for GPU timings (CPU times are never turned into speedups).
     timed = time_forward(forward, make, [3, 5], [7, 11], "cpu", TimingSettings(min_trials=4, max_trials=4), unseen=[13, 17])
     assert [seed for seed, _ in timed.outputs] == [3, 5] and "unseen_ms" not in timed.stats
+
+
+def test_a_graph_that_fails_after_taking_the_timing_inputs_falls_back_on_them_drawn_again(monkeypatch):
+    """Graph timing drops the timing inputs' own copies once they are in its buffers (a
+    large problem's two sets are as large as its inputs twice over). A graph that fails
+    after that (out of memory in the replays) is timed with events on the same seeds'
+    inputs, drawn again: the list it dropped was empty, and the fallback divided by its
+    length. The GPU's own parts are stood in for: graph capture needs ``pytest -m gpu``."""
+    drawn, seen = [], []
+
+    def make(seed):
+        drawn.append(seed)
+        return [torch.full((4,), float(seed))]
+
+    def forward(x):
+        seen.append(float(x[0]))
+        return x * 2
+
+    def graph_out_of_memory(forward, make_inputs, input_sets, *args):
+        assert len(input_sets) == 2
+        input_sets.clear()  # what _time_graph does once the inputs are in its buffers
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    def events(call, device, settings, after=None):
+        times = []
+        for index in range(4):
+            started = time.perf_counter()
+            call(index)
+            times.append((time.perf_counter() - started) * 1e3)
+        return timing.summarize(times, timing.EVENTS_CLOCK)
+
+    monkeypatch.setattr(timing, "_time_graph", graph_out_of_memory)
+    monkeypatch.setattr(timing, "_release", lambda device: None)
+    monkeypatch.setattr(timing, "time_calls", events)
+    timed = time_forward(forward, make, [3, 5], [7, 11], "cuda", TimingSettings(method="graph"))
+    assert drawn == [3, 5, 3, 5] and set(seen) == {3.0, 5.0}
+    assert timed.stats["note"] == f"timed with CUDA events: {timing.GRAPH_OUT_OF_MEMORY}"
+    assert {seed: float(out[0]) for seed, out in timed.outputs} == {3: 6.0, 5: 10.0}
 
 
 def test_a_forward_that_returns_a_buffer_it_keeps_gets_each_seeds_own_output():
