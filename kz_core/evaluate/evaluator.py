@@ -962,12 +962,23 @@ class Evaluator:
             if failure is not None or reply is None:
                 executor.kill()
                 return self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
-            # A problem whose inputs and outputs are large reserves GPU memory again, from
-            # its trials to its timing (the executor built its kernels without it).
+            # A problem whose inputs and outputs are large reserves GPU memory again, for its
+            # trials, their comparisons and its fuzzing (the executor built its kernels
+            # without it); its timing needs none (_judge_verified).
             turn_started = time.perf_counter()
-            with self._reservation(reference):
+            with self._replay_turn(reference) as release:
                 timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
-                return self._replay_verified(executor, candidate, problem, reference, findings, timings, started, environment)
+                return self._replay_verified(executor, candidate, problem, reference, findings, timings, started, environment, release)
+
+    @contextlib.contextmanager
+    def _replay_turn(self, reference: ReferenceRecord) -> Iterator[Callable[[], None] | None]:
+        """A verified candidate's reservation for its replay (:meth:`_reservation`), and
+        what gives it back early, before the candidate is timed (:meth:`_judge_verified`);
+        ``None`` when it is evaluated again alone, which keeps its turn (the whole budget,
+        maybe the GPU lock) to its end."""
+        with contextlib.ExitStack() as turn:
+            turn.enter_context(self._reservation(reference))
+            yield None if self._running_alone() else turn.close
 
     def _replay_verified(
         self,
@@ -979,8 +990,10 @@ class Evaluator:
         timings: StageTimings,
         started: float,
         environment: Environment,
+        release: Callable[[], None] | None = None,
     ) -> EvalResult:
-        """The executor's part: replay the plans on the trials, judge, fuzz and time."""
+        """The executor's part: replay the plans on the trials, judge, fuzz and time
+        (``release``: see :meth:`_judge_verified`)."""
         with self._gpu.shared():
             trials_started = time.perf_counter()
             reply, failure = self._execute(executor, problem, reference)
@@ -988,7 +1001,7 @@ class Evaluator:
         if failure is not None or reply is None:
             executor.kill()
             return self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
-        return self._judge_verified(executor, candidate, problem, reference, reply, findings, timings, started, environment)
+        return self._judge_verified(executor, candidate, problem, reference, reply, findings, timings, started, environment, release)
 
     def _record_request(self, problem: Problem, reference: ReferenceRecord) -> dict[str, Any]:
         """Plans to record: the problem's inputs, and its size variation, on decoy seeds
@@ -1085,7 +1098,20 @@ class Evaluator:
         timings: StageTimings,
         started: float,
         environment: Environment,
+        release: Callable[[], None] | None = None,
     ) -> EvalResult:
+        """Judge the trials, fuzz and time.
+
+        :param release: gives the candidate's GPU memory reservation back before it is
+            timed. Timing holds the GPU lock exclusive: every other holder has finished
+            its GPU work (and given back the memory it used, as workers do after each
+            request) before it starts, and none starts until it ends, so no neighbour's
+            work needs the memory meanwhile; the comparisons of outputs too large to move
+            are made inside that hold (``_time_candidate``). Held on, the reservation sat
+            idle while the candidate waited for the lock and was timed: on an H100, large
+            problems' reservations were waited for 657 s and held 688 s in a run of 379
+            s (KernelBench level 1, forty-first session).
+        """
         try:
             reply = validate_execution(reply, self.seeds, reference)
         except ReplyError as exc:
@@ -1095,6 +1121,8 @@ class Evaluator:
         if decide_verdict(findings) is Verdict.CORRECT and self.config.fuzz > 0:
             findings += self._fuzz(problem, candidate, executor=executor)
         if decide_verdict(findings) is Verdict.CORRECT and self.config.timing:
+            if release is not None:
+                release()
             fields.update(self._time(executor, problem, reference, findings, verified=True))
             fields["timings"] = attrs.evolve(timings, timing_s=fields.pop("timing_s", None), baseline_s=fields.pop("baseline_s", None))
             fields.pop("retire", None)
@@ -1231,7 +1259,8 @@ class Evaluator:
         """Time the candidate and its baselines with the same clock.
 
         The baselines are timed in the candidate's exclusive hold of the GPU, right after
-        its timing reply (before its timed outputs are compared and judged): each
+        its timing reply (before its timed outputs are judged; those too large to move are
+        compared on the device in the same hold, after the baselines): each
         exclusive take first waits for every shared holder to finish (their compiles,
         trials, references), and no new one starts meanwhile. On the H200 (nineteenth
         session, KernelBench level 1) the 199 takes of 100 candidates waited 440 s for
@@ -1364,18 +1393,21 @@ class Evaluator:
             reply, failure = (_executor_call if verified else call_worker)(worker, request, self.config.run_timeout_s, "timing")
             if then is not None and failure is None and reply is not None:
                 then(reply)
-        if failure is not None or reply is None:
-            return reply, failure
-        try:
-            reply = validate_timed(reply, set(self.seeds.timing), frozenset(request["unseen"]))
-        except ReplyError as exc:
-            failure = Finding("runtime_error", f"the timing reply is malformed: {exc}")
-        if share:
-            if failure is None:
-                with self._gpu.shared():
+            if failure is not None or reply is None:
+                return reply, failure
+            try:
+                reply = validate_timed(reply, set(self.seeds.timing), frozenset(request["unseen"]))
+            except ReplyError as exc:
+                failure = Finding("runtime_error", f"the timing reply is malformed: {exc}")
+            if share:
+                # Outputs too large to move are compared, and given back, inside the
+                # exclusive hold: a verified candidate is timed without a memory
+                # reservation (_judge_verified), so what they hold must be gone before
+                # any neighbour's GPU work starts again.
+                if failure is None:
                     for timed in reply["timed_outputs"]:
                         timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call", executor=verified)
-            call_worker(worker, {"op": "release_held" if verified else "release"}, 60, "release")
+                call_worker(worker, {"op": "release_held" if verified else "release"}, 60, "release")
         if failure is not None:
             return None, failure
         drift = judge_timed_outputs(

@@ -652,9 +652,11 @@ def _time_graph(
     torch.cuda.synchronize(device)
     # From here on they live in the buffers only: their own copies go back to the
     # allocator, for the copies of the timed outputs and the unseen inputs drawn below (a
-    # large problem's two sets are as large as its inputs twice over). The caller draws
-    # them again if the graph fails after this; the capture has succeeded, so it can.
+    # large problem's two sets are as large as its inputs twice over; the loop's last set
+    # too, which its variable kept). The caller draws them again if the graph fails after
+    # this; the capture has succeeded, so it can.
     input_sets.clear()
+    del values
     laps("capture")
 
     _warm_up(lambda _: graph.replay(), device, settings, minimum=2)

@@ -8,6 +8,7 @@ H200 four workers ran the GPU out of memory (honest KernelBench candidates faile
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 
@@ -132,6 +133,60 @@ def test_the_evaluator_reserves_the_configured_footprints_for_a_large_problem(tm
                 assert held == 0  # below eval.large_problem_mb
         finally:
             evaluator.device = "cpu"
+
+
+def test_a_verified_candidates_replay_reservation_can_be_given_back_before_its_timing_unless_alone(tmp_path):
+    """The replay's reservation covers the trials, their comparisons and fuzzing; its
+    timing holds the GPU lock exclusive, so no neighbour works beside it, and held on it
+    sat idle through the wait for that lock (forty-first session, H100: large problems'
+    reservations were waited for 657 s and held 688 s of a 379 s run). A candidate
+    evaluated again alone keeps its whole turn."""
+    from kz_core.config import EvalConfig
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.references import ReferenceRecord
+    from kz_core.model import Problem
+
+    config = EvalConfig(device="cpu", workers=1, scratch_dir=str(tmp_path))
+    with Evaluator([Problem("p", "x = 1")], config) as evaluator:
+        large = ReferenceRecord(trials={1: {"input_bytes": 2 << 30, "output_meta": []}})
+        evaluator.device, evaluator._memory = "cuda:0", MemoryBudget(100 << 30)  # as on a GPU, without one
+        try:
+            with evaluator._replay_turn(large) as release:
+                assert evaluator._memory.used == int(1.5 * large.footprint_bytes)
+                release()
+                assert evaluator._memory.used == 0
+            assert evaluator._memory.used == 0
+            evaluator._alone.on = 1
+            with evaluator._replay_turn(large) as release:
+                assert release is None and evaluator._memory.used == 100 << 30
+            assert evaluator._memory.used == 0
+        finally:
+            evaluator._alone.on = 0
+            evaluator.device = "cpu"
+
+
+def test_a_verified_candidate_gives_its_reservation_back_only_once_judged_correct_and_before_its_timing(tmp_path, monkeypatch):
+    from kz_core.evaluate import evaluator as evaluator_module
+    from kz_core.evaluate.references import ReferenceRecord
+    from kz_core.model import Candidate, Finding, Problem
+
+    class Executor:
+        def kill(self):
+            events.append("kill")
+
+    events: list[str] = []
+    monkeypatch.setattr(evaluator_module, "validate_execution", lambda reply, seeds, reference: reply)
+    with _one_problem_evaluator(tmp_path) as evaluator:
+        evaluator.config = dataclasses.replace(evaluator.config, fuzz=0)
+        monkeypatch.setattr(evaluator, "_time", lambda *args, **kwargs: events.append("time") or {"timing_s": 1.0, "baseline_s": 0.5, "retire": False})
+        candidate, problem = Candidate("p", "triton", "", "s"), Problem("p", "x = 1")
+        reference = ReferenceRecord(trials={1: {"input_bytes": 2 << 30, "output_meta": []}})
+        for verdict in ("correct", "incorrect"):
+            events.clear()
+            findings = [] if verdict == "correct" else [Finding("mismatch", "wrong")]
+            monkeypatch.setattr(evaluator, "_judge", lambda *args, **kwargs: {})
+            evaluator._judge_verified(Executor(), candidate, problem, reference, {}, findings, evaluator_module.StageTimings(), 0.0, None, lambda: events.append("release"))
+            assert events == (["release", "time", "kill"] if verdict == "correct" else ["kill"]), verdict
 
 
 def test_the_last_attempt_alone_holds_the_gpu_lock_exclusive_and_ends_idle_workers(tmp_path):
