@@ -44,6 +44,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "records_plans": ("kz_core.evaluate.recording", "records_plans"),
     "NotReplayable": ("kz_core.evaluate.recording", "NotReplayable"),
     "KernelRef": ("kz_core.evaluate.plans", "KernelRef"),
+    "launch_table_memory": ("kz_core.evaluate.plans", "launch_table_memory"),
     "shared_folder": ("kz_core.evaluate.builds", "shared_folder"),
     "COMPILE_TIMEOUT_ENV": ("kz_core.evaluate.builds", "COMPILE_TIMEOUT_ENV"),
     # Source text helpers

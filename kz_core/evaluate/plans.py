@@ -15,6 +15,14 @@ candidate never saw, and says what really happened:
   executor checks that they are not modified), carried by torch's copies and views from
   what they read, and cleared when a torch operation overwrites it with what is not.
 
+A kernel receives a tensor as an argument, or through an *address table*: a tensor made
+from host data whose elements the recording found to be addresses inside tensors of the
+plan (an ``addresses`` step; Triton tutorial 8's grouped GEMM). The replay writes its own
+tensors' addresses there, and a launch given the table (or a copy of it) counts as given
+every tensor it addresses, for all of the above and for a backend that checks where a
+kernel's loads and stores reach (:func:`launch_table_memory`). A table gives a kernel
+nothing it could not be given as an argument: only tensors of its own plan.
+
 This module decides nothing about verdicts; it measures, and the parent judges.
 """
 
@@ -26,7 +34,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kz_core.evaluate.recording import PLAN_VERSION, in_dispatcher, is_composite
+from kz_core.evaluate.recording import MAX_TABLE_ENTRIES, PLAN_VERSION, in_dispatcher, is_composite
 
 #: Limits on a plan from the candidate's process.
 MAX_STEPS = 20_000
@@ -155,6 +163,52 @@ def _check_descriptor(content: Any, where: str) -> None:
         raise PlanError(f"{where}: malformed tl_descriptor padding or round_f32_to_tf32")
 
 
+def _input_extent(spec: Any) -> int:
+    """The bytes an input tensor's elements span from its first one (0 for a value, or a
+    malformed or empty spec)."""
+    import torch
+
+    if not (isinstance(spec, dict) and spec.get("kind") == "tensor" and spec.get("dtype") in _DTYPES):
+        return 0
+    shape, stride = spec.get("shape"), spec.get("stride")
+    rank = len(shape) if isinstance(shape, list) else -1
+    if not (0 <= rank <= 64 and _int_list(shape, rank, 0, _MAX_EXTENT) and _int_list(stride, rank, 0, _MAX_EXTENT)) or 0 in shape:
+        return 0
+    return (1 + sum((n - 1) * st for n, st in zip(shape, stride))) * getattr(torch, spec["dtype"]).itemsize
+
+
+def _check_addresses(step: dict[str, Any], where: str, previous: Any, inputs: list[Any]) -> None:
+    """An ``addresses`` step: the table (the value the step before made from host data
+    with ``lift_fresh_copy``) and its entries ``[index, tensor reference, offset]``, at
+    most :data:`MAX_TABLE_ENTRIES`, indices increasing, offsets bounded (an input's inside
+    its elements; any other tensor's are checked against its memory when replayed)."""
+    if set(step) != {"kind", "table", "entries"}:
+        raise PlanError(f"{where}: unexpected fields")
+    table = step["table"]
+    if not (_is_ref(table) and isinstance(table["t"], list) and table["t"][:1] == ["val"]):
+        raise PlanError(f"{where}: an address table must be a value of the forward")
+    _check_ref(table["t"], where)
+    made = isinstance(previous, dict) and previous.get("kind") == "op" and previous.get("op") == ["aten", "lift_fresh_copy", "default"]
+    if not (made and previous.get("out") == table):
+        raise PlanError(f"{where}: an address table must be the tensor the step before made from host data")
+    entries = step["entries"]
+    if not (isinstance(entries, list) and 1 <= len(entries) <= MAX_TABLE_ENTRIES):
+        raise PlanError(f"{where}: malformed address table entries")
+    last = -1
+    for entry in entries:
+        if not (isinstance(entry, list) and len(entry) == 3 and type(entry[0]) is int and _is_ref(entry[1]) and type(entry[2]) is int):
+            raise PlanError(f"{where}: malformed address table entry {entry!r}")
+        index, ref, offset = entry[0], entry[1]["t"], entry[2]
+        _check_ref(ref, where)
+        if not last < index < MAX_TABLE_ENTRIES:
+            raise PlanError(f"{where}: address table indices must increase, below {MAX_TABLE_ENTRIES}")
+        last = index
+        if not -_MAX_EXTENT <= offset < _MAX_EXTENT:
+            raise PlanError(f"{where}: an address table offset out of range")
+        if ref[0] == "in" and ref[1] < len(inputs) and not 0 <= offset < _input_extent(inputs[ref[1]]):
+            raise PlanError(f"{where}: an address table entry points outside input {ref[1]}")
+
+
 def _check_ref(ref: Any, where: str) -> None:
     if not (isinstance(ref, list) and len(ref) == 2 and ref[0] in ("in", "const", "val") and type(ref[1]) is int and 0 <= ref[1] < 10**7):
         raise PlanError(f"{where}: malformed tensor reference {ref!r}")
@@ -255,6 +309,10 @@ def validate_plan(plan: Any, backend: str, constants: int) -> dict[str, Any]:
                 _check_value(item, f"step {index} option {key}", launch=True)
             check_refs(step["args"])
             check_refs(step["options"])
+        elif kind == "addresses":
+            _check_addresses(step, f"step {index}", steps[index - 1] if index else None, inputs)
+            check_refs(step["table"])
+            check_refs(step["entries"])
         else:
             raise PlanError(f"step {index}: unknown kind {kind!r}")
     _check_value(plan["outputs"], "outputs")
@@ -534,6 +592,62 @@ def _reinterpreted_bases(value: Any) -> list[Any]:
     return [] if same else [value.base]
 
 
+#: The tensors the launch being made now reaches through address tables among its
+#: arguments (set by :class:`Replay` around each launch; :func:`launch_table_memory`).
+_TABLE_MEMORY: list[list[Any]] = [[]]
+
+
+def launch_table_memory() -> list[Any]:
+    """The tensors whose addresses the replay wrote into the address tables that the
+    kernel being launched now was given (empty outside a launch, or without tables): a
+    backend that checks where a kernel's loads and stores reach counts their memory as
+    given to the launch, as it counts its tensor arguments'."""
+    return list(_TABLE_MEMORY[0])
+
+
+def _write_addresses(table: Any, entries: list[list[Any]], tensors: list[Any]) -> None:
+    """Write into ``table`` (what a validated ``addresses`` step names) the replay's own
+    address of each entry: its tensor's first element plus the recorded offset, which
+    must lie inside that tensor's memory. One ``fill_`` with a number per element: under
+    CUDA-graph capture the graph keeps it, as it keeps the addresses of the memory it
+    allocated (a copy from pageable host memory could not be captured)."""
+    import torch
+
+    if not (isinstance(table, torch.Tensor) and table.layout is torch.strided and table.dtype in (torch.int64, torch.uint64) and table.is_contiguous()):
+        raise PlanError("an address table is not a contiguous int64 or uint64 tensor")
+    flat = table.view(-1)
+    for (index, _, offset), tensor in zip(entries, tensors):
+        if index >= flat.numel():
+            raise PlanError("an address table entry lies past the table's end")
+        if not (isinstance(tensor, torch.Tensor) and tensor.layout is torch.strided) or tensor.device.type == "meta":
+            raise PlanError("an address table entry names no tensor with memory")
+        storage = tensor.untyped_storage()
+        address = tensor.data_ptr() + offset
+        if not storage.data_ptr() <= address < storage.data_ptr() + storage.nbytes():
+            raise PlanError("an address table entry points outside its tensor's memory")
+        flat[index].fill_(address)
+
+
+def _through_tables(value: Any, tables: dict[int, dict[int, Any]]) -> list[Any]:
+    """The tensors that the address tables among the tensors of ``value`` address."""
+    found: dict[int, Any] = {}
+    for tensor in tensor_leaves(value):
+        found.update(tables.get(_storage_id(tensor), {}))
+    return list(found.values())
+
+
+def _carry_tables(operator: Any, args: list[Any], kwargs: dict[str, Any], output: Any, tables: dict[int, dict[int, Any]], held: list[Any]) -> None:
+    """What an op wrote or made from an address table's bytes (``table.to(device)``, a
+    ``clone``) holds the same addresses: a table of the same tensors (held for the call,
+    so that no later allocation takes its storage's address)."""
+    reached = _through_tables([args, kwargs], tables)
+    if not reached:
+        return
+    for tensor, _ in _written(operator, args, kwargs, output):
+        tables.setdefault(_storage_id(tensor), {}).update({id(t): t for t in reached})
+        held.append(tensor)
+
+
 def _tensor_refs(value: Any) -> list[tuple[str, int]]:
     """The tensors a plan value names: ``(kind, number)`` of each ``{"t": [kind, n]}``."""
     found: list[tuple[str, int]] = []
@@ -740,6 +854,8 @@ class Replay:
         self.device = "meta"
         try:
             for step, operator in zip(self.plan["steps"], self.operators):
+                if step["kind"] == "addresses":  # meta tensors have no addresses
+                    continue
                 args = self._decode(step["args"], env)
                 if step["kind"] == "kernel":
                     options = {k: self._decode(v, env) for k, v in step["options"].items()}
@@ -873,17 +989,36 @@ class Replay:
         # trials, whatever the allocator hands back in a timed call (a kernel's freed
         # scratch holding the input), so bytes of no known dtype, as reinterpreted ones are.
         unwritten: set[int] = set()
+        # Address tables (storage -> the tensors its addresses name, by id), and the tables
+        # and tensors they name, held for the call: a kernel may reach them through a table
+        # after the forward's last use of them, and no allocation may take their addresses.
+        tables: dict[int, dict[int, Any]] = {}
+        held: list[Any] = []
 
         for index, (step, operator) in enumerate(zip(self.plan["steps"], self.operators)):
+            if step["kind"] == "addresses":
+                table = self._decode(step["table"], env)
+                named = [self._decode(entry[1], env) for entry in step["entries"]]
+                _write_addresses(table, step["entries"], named)
+                tables.setdefault(_storage_id(table), {}).update({id(t): t for t in named})
+                held += [table, *named]
+                del table, named
+                continue
             args = self._decode(step["args"], env)
             if step["kind"] == "kernel":
                 options = {k: self._decode(v, env) for k, v in step["options"].items()}
-                self.launch(step, args, options)
+                # What the kernel reaches through its tables counts as given to it.
+                through = _through_tables([args, options], tables) if tables else []
+                _TABLE_MEMORY[0] = through
+                try:
+                    self.launch(step, args, options)
+                finally:
+                    _TABLE_MEMORY[0] = []
                 if not judging and not self._judged_reinterpreting.get(index, True) and self.reinterpreted_now(step):
                     self.timed_compute_ops.setdefault("a kernel read bytes as another dtype in a timed call only", None)
                 if judging:  # a kernel may write anything into what it receives
                     self._judged_reinterpreting[index] = self._judged_reinterpreting.get(index, False) or self.reinterpreted_now(step)
-                    keys = {_storage_id(tensor) for tensor in tensor_leaves([args, options])}
+                    keys = {_storage_id(tensor) for tensor in tensor_leaves([args, options, through])}
                     reached.update(keys)
                     pristine -= keys
                     unwritten -= keys
@@ -901,11 +1036,11 @@ class Replay:
                     # reads x's bytes as that dtype, as a bitcast would (kz_core's view).
                     viewed.update(_storage_id(base) for base in _reinterpreted_bases([args, options]))
                 if track:
-                    for key in [_storage_id(tensor) for tensor in tensor_leaves([args, options])]:
+                    for key in [_storage_id(tensor) for tensor in tensor_leaves([args, options, through])]:
                         if key not in input_storages:
                             derived[key] = True
                             writer[key] = f"kernel {step['kernel'].get('name', '')}"
-                del args, options
+                del args, options, through
             elif index in self._host_read_steps and not (judging or track):
                 # A timed call reads nothing back: the plan holds the number the recording
                 # saw, and a read of device memory would synchronise (under CUDA-graph
@@ -926,6 +1061,8 @@ class Replay:
                     # itself (``torch.cat(..., out=buffer)`` grows and fills its ``out``).
                     _poison_growth(read, sizes, _filled(operator, self._labels[index], args, kwargs, output))
                 _check_bounds(output, self._labels[index])
+                if tables:
+                    _carry_tables(operator, args, kwargs, output, tables, held)
                 self._bind(step["out"], output, env)
                 if not judging and index in self._pinned:
                     self._pin(index, _written(operator, args, kwargs, output))
@@ -1235,7 +1372,7 @@ def release_schedule(plan: dict[str, Any]) -> list[list[int]]:
     forward did. Values the plan returns are never dropped."""
     last: dict[int, int] = {}
     for index, step in enumerate(plan["steps"]):
-        for number in _value_refs([step.get("args"), step.get("kwargs"), step.get("options")]):
+        for number in _value_refs([step.get("args"), step.get("kwargs"), step.get("options"), step.get("table"), step.get("entries")]):
             last[number] = index
         for number in _value_refs(step.get("out")):
             last.setdefault(number, index)  # made here: used later, or never
@@ -1332,6 +1469,8 @@ def _shape_of(value: Any) -> Any:
 def _step_summary(step: Any) -> str:
     if not isinstance(step, dict):
         return "?"
+    if step.get("kind") == "addresses":
+        return "wrote addresses into a table"
     if step.get("kind") == "kernel":
         return f"launched {step.get('kernel', {}).get('name', '?') if isinstance(step.get('kernel'), dict) else '?'}{step.get('grid')}"
     op = step.get("op")

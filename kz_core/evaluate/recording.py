@@ -5,7 +5,9 @@ through a ``TorchDispatchMode``), the kernel launches of its backend (reported b
 backend's launch path through :func:`record_kernel`), which tensors each one read and
 wrote (by reference: an input, a constant the module holds, or a value an earlier step
 produced), and which values the forward returned. Constants (parameters, buffers, any
-tensor the forward used that it did not make) travel with the plan as data.
+tensor the forward used that it did not make) travel with the plan as data. An address of
+such a tensor that the forward put in a tensor made from host data (a table of pointers a
+kernel loads through) is a reference too, never the number this process saw.
 
 The plan is replayed by a trusted *executor* (``kz_core/evaluate/executor_ops.py``) on
 the secret inputs: the executor decides what ran, checks it and times it. Nothing a
@@ -26,6 +28,13 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 #: The plan format's version (the executor refuses others).
 PLAN_VERSION = 1
+#: Tables of addresses (Triton tutorial 8's grouped GEMM: ``torch.tensor([a.data_ptr(),
+#: ...], device=...)``) are looked for in int64 and uint64 tensors made from host data of
+#: at most this many elements; a plan's lists are no longer (``plans.MAX_ITEMS``).
+MAX_TABLE_ENTRIES = 4096
+#: Table elements below this are numbers, never addresses (no allocator hands out the
+#: first pages of an address space).
+_SMALLEST_ADDRESS = 1 << 16
 #: The profiler's range operators (``torch.profiler.record_function``): run, never recorded.
 PROFILER_RANGES = frozenset({"_record_function_enter", "_record_function_enter_new", "_record_function_exit"})
 #: The recorder of the forward call being recorded in this process, if any.
@@ -244,11 +253,12 @@ class Recorder(TorchDispatchMode):
             return None
         return held.ref
 
-    def pointer(self, address: int) -> tuple[list[Any], int] | None:
+    def pointer(self, address: int, one_past_end: bool = True) -> tuple[list[Any], int] | None:
         """The tensor a raw device address points into, as ``(reference, offset)``: the
         offset in bytes from that tensor's first element; None when no live tensor of the
         call holds it. An address one past a storage's end counts as that storage's when
-        no storage starts there."""
+        no storage starts there (unless ``one_past_end`` is false: a table's addresses
+        are loaded through)."""
         if not address:
             return None
         past_end = None
@@ -257,7 +267,7 @@ class Recorder(TorchDispatchMode):
                 continue
             if held.start <= address < held.end:
                 return list(held.ref), address - held.origin
-            if address == held.end and key[0] != "cpu":
+            if one_past_end and address == held.end and key[0] != "cpu":
                 past_end = (list(held.ref), address - held.origin)
         return past_end
 
@@ -459,7 +469,8 @@ class Recorder(TorchDispatchMode):
                 decomposed = func.decompose(*args, **kwargs)
             if decomposed is not NotImplemented:
                 return decomposed
-        if name == "lift_fresh" and args and self._refs.get(args[0]) is None and self._storage(_storage_key(args[0])) is None:
+        host_data = name == "lift_fresh" and args and self._refs.get(args[0]) is None and self._storage(_storage_key(args[0])) is None
+        if host_data:
             # ``torch.tensor(0.0)``, ``as_tensor``, ``new_tensor``: made outside the
             # dispatcher from Python data, so a constant of the plan, which lives as long as
             # the replay. Each call of the forward makes it afresh, so a replay copies it
@@ -475,7 +486,29 @@ class Recorder(TorchDispatchMode):
         self.steps.append(
             {"kind": "op", "op": ["aten", name, func._overloadname], "args": encoded_args, "kwargs": encoded_kwargs, "out": self._bind_outputs(output)}
         )
+        if host_data:
+            self._address_table(args[0], self.steps[-1]["out"])
         return output
+
+    def _address_table(self, data: torch.Tensor, out: Any) -> None:
+        """Record which elements of a tensor made from host data are addresses inside
+        tensors of the call (``torch.tensor([a.data_ptr(), ...])``, Triton tutorial 8's
+        grouped GEMM): an ``addresses`` step right after the one that made ``out``, each
+        such element as ``[index, reference, offset]`` (the offset in bytes from the
+        tensor's first element). The replay writes its own tensors' addresses there; the
+        recorded numbers are this process's, which mean nothing to the executor. An
+        element that no tensor of the call holds stays a number."""
+        if data.dtype not in (torch.int64, torch.uint64) or not 0 < data.numel() <= MAX_TABLE_ENTRIES or not (isinstance(out, dict) and "t" in out):
+            return
+        with self.suspend():
+            values = data.detach().reshape(-1).tolist()
+        entries = []
+        for index, value in enumerate(values):
+            hit = self.pointer(value, one_past_end=False) if value >= _SMALLEST_ADDRESS else None
+            if hit is not None:
+                entries.append([index, {"t": hit[0]}, hit[1]])
+        if entries:
+            self.steps.append({"kind": "addresses", "table": out, "entries": entries})
 
     def add_kernel(self, backend: str, kernel: dict[str, Any], grid: Any, args: Sequence[Any], options: dict[str, Any]) -> None:
         import threading

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kz_core import KernelCompileError, TrustedKernels, is_triton_wrapper
+from kz_core import KernelCompileError, TrustedKernels, is_triton_wrapper, launch_table_memory
 
 
 class ForeignKernel(RuntimeError):
@@ -256,7 +256,8 @@ class TritonKernels(TrustedKernels):
         check_arguments(name, kernel, args, options)
         before = _REINTERPRETED[0]
         if self._interpreted:
-            _GIVEN[0] = given_memory([args, options])
+            # Given: its tensors, and those whose addresses are in a table it was given.
+            _GIVEN[0] = given_memory([args, options, launch_table_memory()])
         try:
             compiled = kernel[tuple(step["grid"])](*args, **options)
         except CompilationError as exc:
@@ -342,8 +343,10 @@ _ELEMENT_TYPES = {
     "float8_e4m3fnuz": "fp8e4b8", "float8_e5m2fnuz": "fp8e5b16",
 }
 
-#: The memory the launch running under the interpreter was given: starts, ends and the
-#: element types of each storage (``given_memory``); None outside a trusted launch.
+#: The memory the launch running under the interpreter was given (its tensor arguments,
+#: and the tensors whose addresses are in an address table it was given: a pointer loaded
+#: from the table reaches them): starts, ends and the element types of each storage
+#: (``given_memory``); None outside a trusted launch.
 _GIVEN: list[Any] = [None]
 
 

@@ -917,6 +917,62 @@ def test_where_an_interpreted_kernels_loads_and_stores_reach_is_checked():
     assert torch.equal(spare, torch.zeros(16))
 
 
+TABLES = textwrap.dedent(
+        """
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def through_table(table_ptr, x_ptr, n, delta, AS: tl.constexpr):
+            # Triton tutorial 8's way: a pointer loaded from a table of addresses, cast
+            dst = tl.load(table_ptr).to(tl.pointer_type(AS))
+            offsets = tl.arange(0, 16)
+            mask = offsets < n
+            tl.store(dst + delta + offsets, tl.load(x_ptr + offsets, mask=mask).to(AS) * 2, mask=mask)
+        """
+)
+
+
+def test_an_interpreted_kernel_reaches_the_memory_its_address_table_names_and_nothing_more():
+    """Written against the version before, which replayed a table with the recording's
+    addresses and refused the store (``kernel_out_of_bounds``). A pointer loaded from an
+    address table reaches the tensor the table names as a tensor argument would: in its
+    storage, with its element type; past it, or through a number that names no tensor of
+    the call, a store is refused."""
+    from kz_core.evaluate.plans import Replay
+    from kz_core.evaluate.recording import Recorder, record_kernel
+    from kz_backend_triton.kernels import KernelOutOfBounds, TritonKernels
+
+    kernels = TritonKernels(extract_kernels(TABLES, "<tables>"), source="")
+    outside = torch.zeros(64)
+
+    def replayed(delta, named=True):
+        def forward(x):
+            out = torch.zeros(16)
+            table = torch.tensor([out.data_ptr() if named else outside.data_ptr()])
+            with record_kernel("triton", {"name": "through_table"}, (1,), [table, x, x.numel(), delta], {"AS": tl.float32}):
+                out.copy_(x * 2)
+            return out
+
+        x = torch.randn(16)
+        recorder = Recorder([x], 1 << 20)
+        plan = recorder.plan(recorder.call(forward, [x]))
+        assert [s["kind"] for s in plan["steps"]].count("addresses") == (1 if named else 0)
+        fresh, provenance = torch.randn(16), {}
+        result = Replay(plan, recorder.constants, kernels.launch, "cpu")(fresh, provenance=provenance)
+        return fresh, result, provenance
+
+    fresh, result, provenance = replayed(0)
+    torch.testing.assert_close(result, fresh * 2)
+    assert provenance["kernel_derived"] == [True]  # written through the table only
+    with pytest.raises(KernelOutOfBounds):
+        replayed(16)  # one float past the table's tensor
+    with pytest.raises(KernelOutOfBounds):
+        replayed(0, named=False)  # an address of no tensor of the call: a number
+    assert torch.equal(outside, torch.zeros(64))
+
+
 #: Triton's own lowering (sort, flip, a float atomic_max, a bool load) and a kernel's own bitcast.
 LOWERING = textwrap.dedent(
         """
