@@ -1110,7 +1110,7 @@ class Evaluator:
             are made inside that hold (``_time_candidate``). Held on, the reservation sat
             idle while the candidate waited for the lock and was timed: on an H100, large
             problems' reservations were waited for 657 s and held 688 s in a run of 379
-            s (KernelBench level 1, forty-first session).
+            s (KernelBench level 1, fortieth session).
         """
         try:
             reply = validate_execution(reply, self.seeds, reference)

@@ -321,7 +321,7 @@ def test_gpu_graph_timing_of_a_large_problem_holds_four_footprints_at_most():
     buffers' budget) holds its two captured input buffers, its two kept outputs, their
     copies for the caller and the unseen calls' outputs. Its timing inputs' own copies go
     back once they are in the buffers: kept through the unseen replays, as before the
-    forty-first session, they made five footprints (inputs and outputs of one call) of a
+    fortieth session, they made five footprints (inputs and outputs of one call) of a
     forward whose output is as large as its input, where a reservation holds 1.5."""
     import torch
 

@@ -138,7 +138,7 @@ def test_the_evaluator_reserves_the_configured_footprints_for_a_large_problem(tm
 def test_a_verified_candidates_replay_reservation_can_be_given_back_before_its_timing_unless_alone(tmp_path):
     """The replay's reservation covers the trials, their comparisons and fuzzing; its
     timing holds the GPU lock exclusive, so no neighbour works beside it, and held on it
-    sat idle through the wait for that lock (forty-first session, H100: large problems'
+    sat idle through the wait for that lock (fortieth session, H100: large problems'
     reservations were waited for 657 s and held 688 s of a 379 s run). A candidate
     evaluated again alone keeps its whole turn."""
     from kz_core.config import EvalConfig
