@@ -1001,6 +1001,15 @@ class Replay:
                 named = [self._decode(entry[1], env) for entry in step["entries"]]
                 _write_addresses(table, step["entries"], named)
                 tables.setdefault(_storage_id(table), {}).update({id(t): t for t in named})
+                if judging:
+                    # The table now holds this call's addresses, not a constant's bytes: no
+                    # fold starts from it and no step that reads it is pinned. Red-team round
+                    # 29: ``table + 0``, a fold pinned in the trials, held a trial's address in
+                    # timed calls, and a kernel comparing it with the table told them apart.
+                    key = _storage_id(table)
+                    reached.add(key)
+                    folded.discard(key)
+                    pristine.discard(key)
                 held += [table, *named]
                 del table, named
                 continue

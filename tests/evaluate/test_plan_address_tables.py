@@ -175,3 +175,36 @@ def test_only_int64_tables_of_host_data_are_read_for_addresses():
 
     plan, _ = _record(forward, torch.randn(4))
     assert not [s for s in plan["steps"] if s["kind"] == "addresses"]
+
+
+def test_what_is_made_from_a_table_is_computed_in_every_call_never_pinned_from_the_trials():
+    """Red-team round 29, against the version before: the table was a fold of a host
+    constant, and the replay's addresses written into it did not end that, so ``stale =
+    table + 0`` was pinned in the trials and held a trial's address in timed calls. A
+    kernel comparing ``stale`` with the table told timed calls from trials, and memoised
+    by the input's address in timed calls only (judged ``correct``). Now the table holds
+    this call's data: what is made from it is computed in every call."""
+
+    def forward(x):
+        out = torch.empty_like(x)
+        table = torch.tensor([x.data_ptr()])
+        stale = table + 0
+        with record_kernel("triton", {"name": "relu"}, (1,), [table, stale, x, out], {}):
+            out.copy_(torch.relu(x))
+        return out
+
+    plan, constants = _record(forward, torch.randn(16))
+    seen: list = []
+
+    def launch(step, args, options):
+        table, stale, x, out = args
+        seen.append(int(table[0]) == int(stale[0]))
+        out.copy_(torch.relu(x))
+
+    replay = Replay(plan, constants, launch, "cpu")
+    for _ in range(2):  # the trials
+        replay(torch.randn(16), provenance={})
+    replay.judging = False  # a timed call, on inputs elsewhere
+    replay(torch.randn(16))
+    assert seen == [True, True, True]
+    assert not replay._pinned
