@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -34,6 +35,38 @@ def test_replay_plans_are_even_and_bounded(pair_ms, set_bytes, replay_ms, max_ca
     calls = plan_replay(pair_ms, set_bytes, TimingSettings(replay_ms=replay_ms, max_calls_per_replay=max_calls))
     assert calls % 2 == 0 and 2 <= calls <= max(2, max_calls)
     assert calls == 2 or calls * set_bytes <= timing.INPUT_BYTES
+
+
+def test_a_long_first_replay_decides_the_calls_per_replay_alone(monkeypatch):
+    """A two-call graph whose first replay takes PAIR_DECIDED times replay_ms is replayed
+    two calls at a time whatever later replays say: no more are run to measure it (on
+    KernelBench level 1 they were a dozen calls of milliseconds each, in the GPU's
+    exclusive hold). A shorter one is measured as before, the median of five more."""
+    runs: list[int] = []
+    times = iter([[2.5], [0.3, 0.2, 0.25, 0.9, 0.2]])
+
+    def replays_ms(graph, flush, device, replays, poison=None):
+        runs.append(replays)
+        return next(times)
+
+    monkeypatch.setattr(timing, "_replays_ms", replays_ms)
+    settings = TimingSettings(replay_ms=1.0)
+    assert timing._pair_ms(None, None, "cuda", settings) == (2.5, 2.5)
+    assert runs == [1] and plan_replay(2.5, 1 << 20, settings) == 2
+    times = iter([[1.5], [0.3, 0.2, 0.25, 0.9, 0.2]])
+    pair_ms, warmed_ms = timing._pair_ms(None, None, "cuda", settings)
+    assert runs == [1, 1, 5] and pair_ms == 0.25 and warmed_ms == pytest.approx(1.5 + 1.85)
+    assert plan_replay(pair_ms, 1 << 20, settings) == 8  # the first replay, 1.5 ms, would have said 2
+
+
+def test_a_warm_up_counts_the_replays_that_ran_just_before(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    settings = TimingSettings(warmup_ms=25.0)
+    ran: list[int] = []
+    # Warmed for the whole warmup_ms already: only the minimum runs.
+    assert timing._warm_up(ran.append, "cuda", settings, minimum=1, warmed_ms=30.0) == 1
+    # Not warmed: steps run until warmup_ms has passed (each step here takes 10 ms).
+    assert timing._warm_up(lambda i: time.sleep(0.01), "cuda", settings, minimum=1) >= 3
 
 
 def test_on_a_cpu_time_forward_alternates_the_seeds_and_returns_an_output_per_seed():
