@@ -12,7 +12,7 @@ def softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, ROWS: 
     cols = tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
     x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=-float("inf"))
-    y = tl.softmax(x, dim=1)
+    y = tl.softmax(x, dim=1, keep_dims=True)  # keep_dims: Triton 3.6 (the GPU image's) drops the axis without it; 3.9 ignores it
     tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y, mask=mask)
 
 
