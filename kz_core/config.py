@@ -166,6 +166,14 @@ class EvalConfig:
     # Compute-heavy torch ops in ModelNew.forward (found with the torch profiler):
     # `strict` rejects the candidate, `warn` records a warning.
     guards: str = "strict"
+    # A `cuda_inline` candidate whose forward cannot be recorded for the trusted executor
+    # (its host code does what a plan cannot describe: `cudaMemcpyToSymbol`, a workspace
+    # kept between calls): false (default) rejects it as `not_replayable`, as a Triton
+    # candidate would be; true runs it in its own sandboxed process instead, where it
+    # could change its own evidence, launch counts and times and knows its inputs' seeds,
+    # so a `correct` there is the candidate's word (the result carries the warning
+    # `unverified_execution`; CA-GRPO pays it no speed term). docs/security.md.
+    unverified_fallback: bool = False
     # Allow TF32 in matmuls and convolutions while computing references; false pins exact
     # fp32 (stated in every result's findings as reference_tf32).
     reference_tf32: bool = False

@@ -91,6 +91,13 @@ _RETIRE_AFTER = {Verdict.REJECTED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}
 
 
 
+#: What a refused unverified fallback's ``not_replayable`` finding adds (``eval.unverified_fallback``).
+UNVERIFIED_REFUSED = (
+    "kz cannot verify it: run in its own process, the candidate could change the evidence, launch counts and times its "
+    "verdict rests on; `--set eval.unverified_fallback=true` runs it there anyway, its result marked unverified_execution"
+)
+
+
 class _Unreplayable(Exception):
     """A candidate of a backend with ``unverified_fallback`` whose forward could not be
     recorded as a plan: it is evaluated in its own process instead (the message says why)."""
@@ -945,7 +952,12 @@ class Evaluator:
             if unreplayable is not None:
                 info = self.backends.get(candidate.backend)
                 if unreplayable.check == "not_replayable" and info is not None and info.unverified_fallback:
-                    raise _Unreplayable(unreplayable.message.removeprefix("its forward cannot be replayed: "))
+                    if self.config.unverified_fallback:
+                        raise _Unreplayable(unreplayable.message.removeprefix("its forward cannot be replayed: "))
+                    # Run in its own process, a candidate could forge what decides its
+                    # verdict; taking that route is the candidate's choice (a
+                    # cudaMemcpyToSymbol is enough), so it is refused unless asked for.
+                    unreplayable = attrs.evolve(unreplayable, message=f"{unreplayable.message}. {UNVERIFIED_REFUSED}")
                 return self._finish(candidate, problem, findings + [unreplayable], started, timings=timings, environment=environment)
             # The executor builds the kernels and takes the plans before anything is run.
             prepare = {

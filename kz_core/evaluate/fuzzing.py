@@ -172,7 +172,7 @@ class FuzzSession:
         self.verified = bool(info is not None and info.trusted_kernels and (self.evaluator.device != "cpu" or info.runs_on_cpu))
         #: A backend with ``unverified_fallback``: an example whose forward cannot be
         #: recorded moves the session to its candidate's own process (as ``kz eval`` does).
-        self.fallback = bool(info is not None and info.unverified_fallback)
+        self.fallback = bool(info is not None and info.unverified_fallback and self.evaluator.config.unverified_fallback)
         #: Why the session runs unverified after starting verified, if it does.
         self.unverified = ""
 

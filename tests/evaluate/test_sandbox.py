@@ -205,6 +205,60 @@ def test_a_backend_without_trusted_kernels_is_checked_and_timed_in_its_sandbox_a
     assert wrong.verdict is not Verdict.CORRECT
 
 
+#: A forward that cannot be recorded (``prims``, an operator namespace a plan cannot
+#: name) and that lets NumPy compute the sum over the tensors' memory, hidden from torch's
+#: profiler, after a copy kernel has run ("a kernel launched"). The cheat a candidate
+#: writes to take the unverified route on purpose: in its own process it knows its seeds
+#: and could forge any evidence; there the NumPy sum was enough.
+UNRECORDABLE_NUMPY = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(src, dst, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(dst + offsets, tl.load(src + offsets, mask=mask), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        torch.ops.prims.convert_element_type.default(a[:1], torch.float32)
+        out = torch.empty_like(a)
+        copy_kernel[(triton.cdiv(a.numel(), 1024),)](a, out, a.numel(), BLOCK=1024)
+        out.numpy()[...] = a.numpy() + b.numpy()
+        return out
+"""
+
+
+def test_a_forward_that_cannot_be_recorded_is_refused_unless_unverified_runs_are_asked_for(example_problems):
+    """A backend with ``unverified_fallback`` (``cuda_inline``; Triton stands in for it
+    here, on the CPU) ran a forward that cannot be recorded in the candidate's own
+    process, which decided its own evidence there: this cheat was ``correct`` (with the
+    ``unverified_execution`` warning). Now it is ``not_replayable`` unless
+    ``eval.unverified_fallback`` is set, and the message says how to set it."""
+    import attrs
+
+    from kz_core.evaluate.evaluator import UNVERIFIED_REFUSED
+
+    candidate = Candidate("1_vector_add", "triton", UNRECORDABLE_NUMPY, sample_id="unrecordable")
+    results = {}
+    for setting in ("false", "true"):
+        with Evaluator(example_problems, eval_config("eval.run_timeout_s=60", f"eval.unverified_fallback={setting}")) as evaluator:
+            evaluator.backends["triton"] = attrs.evolve(evaluator.backends["triton"], unverified_fallback=True)
+            (results[setting],) = evaluator.evaluate([candidate])
+    refused, ran = results["false"], results["true"]
+    assert refused.verdict is not Verdict.CORRECT, refused.message
+    finding = next(f for f in refused.findings if f.check == "not_replayable")
+    assert "prims" in finding.message and UNVERIFIED_REFUSED in finding.message
+    # The version before: run in its own process, the cheat was judged correct.
+    assert ran.verdict is Verdict.CORRECT, ran.message
+    assert "unverified_execution" in [f.check for f in ran.findings]
+
+
 def test_a_worker_that_ended_is_never_signalled_by_its_old_process_id(monkeypatch):
     """Process ids come back (32768 of them here, reused within minutes on a busy machine):
     kz signals its workers and their supervisors through pidfds opened while they were

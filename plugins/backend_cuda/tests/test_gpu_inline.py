@@ -173,10 +173,24 @@ def test_a_clock_forged_in_the_candidates_process_times_nothing(inline_results):
 
 
 @needs_build
-def test_host_code_a_plan_cannot_describe_runs_unverified_and_correct(inline_results):
-    """An honest kernel whose launches read a workspace its C++ code keeps between calls is
-    not rejected: it runs in its own process as before, and its result says so."""
-    result = inline_results["kept-workspace"]
+def test_host_code_a_plan_cannot_describe_is_refused_unless_unverified_runs_are_asked_for(inline_results):
+    """An honest kernel whose launches read a workspace its C++ code keeps between calls
+    cannot be recorded for the trusted executor. Run in its own process it would be judged
+    on what that process says, which a cheat writes as it likes (the unverified fallback a
+    `cudaMemcpyToSymbol` was enough to choose): refused by default, with the reason and
+    the setting that runs it there anyway; so run, it is correct and says so."""
+    from kz_core.config import load_config
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.evaluator import UNVERIFIED_REFUSED
+    from kz_core.problems import load_problems
+
+    refused = inline_results["kept-workspace"]
+    assert refused.verdict is not Verdict.CORRECT, refused.message
+    finding = next(f for f in refused.findings if f.check == "not_replayable")
+    assert "GPU memory that no tensor of this call holds" in finding.message and UNVERIFIED_REFUSED in finding.message
+    config = load_config(None, ["eval.device=cuda", "eval.workers=2", "eval.cache=false", "eval.baselines=[eager]", "eval.unverified_fallback=true"]).eval
+    with Evaluator(load_problems("examples").problems, config) as evaluator:
+        (result,) = evaluator.evaluate([Candidate("2_scaled_relu", "cuda_inline", KEPT_WORKSPACE, "kept-workspace-unverified")])
     assert result.verdict is Verdict.CORRECT, result.message
     warning = next(f for f in result.findings if f.check == "unverified_execution")
     assert "GPU memory that no tensor of this call holds" in warning.message, warning.message
@@ -187,8 +201,8 @@ def test_host_code_a_plan_cannot_describe_runs_unverified_and_correct(inline_res
 def test_every_inline_cheat_is_caught_by_its_named_check(inline_results, path):
     header = cheat_header(path)
     result = inline_results[cheat_id(path)]
-    assert result.verdict.value == header["expect"], result.message
-    expected = {"mismatch", "non_finite"} if header["check"] == "mismatch" else {header["check"]}  # poison reads as NaN
+    assert result.verdict.value in header["expect"].split("|"), result.message
+    expected = {"mismatch", "non_finite"} if header["check"] == "mismatch" else set(header["check"].split("|"))  # poison reads as NaN
     assert expected & set(errors(result)), f"expected {header['check']}, got {errors(result)}: {result.message}"
 
 

@@ -1,6 +1,6 @@
 # problem: 1_vector_add
-# expect: rejected
-# check: no_kernel_launch
+# expect: runtime_error|rejected
+# check: not_replayable|no_kernel_launch
 # gpu_only: true
 # hack: the load_inline extension defines a real __global__ kernel but never launches it; a library kernel (thrust::transform) computes the sum, and no torch op runs in forward, so only the proof of launch (the declared kernel in the profiler's trace) can tell.
 

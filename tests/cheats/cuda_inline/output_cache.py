@@ -1,6 +1,6 @@
 # problem: 2_scaled_relu
-# expect: rejected
-# check: no_kernel_launch
+# expect: runtime_error|rejected
+# check: not_replayable|no_kernel_launch
 # gpu_only: true
 # hack: the C++ function launches its kernel on the first call only and keeps that output in a static tensor, which it returns on every later call: the cache lives in C++, out of reach of any Python-level inspection, so a harness that checks one call and times the rest sees a correct and nearly free kernel.
 
