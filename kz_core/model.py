@@ -329,8 +329,10 @@ class BackendInfo:
         (otherwise they run in the candidate's own sandboxed process, and results say so).
     :ivar unverified_fallback: with ``trusted_kernels``: a candidate whose forward cannot be
         recorded as a plan (``not_replayable``: its launches come from host code that does
-        what a plan cannot describe) is evaluated as a backend without trusted kernels,
-        with the ``unverified_execution`` warning, instead of being rejected.
+        what a plan cannot describe) may be evaluated as a backend without trusted kernels,
+        with the ``unverified_execution`` warning, instead of being rejected: where the
+        user sets ``eval.unverified_fallback`` (off by default: the candidate chooses that
+        route, and there it decides its own evidence).
     :ivar prompt_guide: how to write a kernel for it, the first paragraph of the Coder's
         prompt (when empty: "Write the kernels for the NAME backend: DESCRIPTION.").
     :ivar versions: distributions whose versions every result reports with torch's
