@@ -94,7 +94,7 @@ _RETIRE_AFTER = {Verdict.REJECTED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}
 #: What a refused unverified fallback's ``not_replayable`` finding adds (``eval.unverified_fallback``).
 UNVERIFIED_REFUSED = (
     "kz cannot verify it: run in its own process, the candidate could change the evidence, launch counts and times its "
-    "verdict rests on; the setting eval.unverified_fallback=true (`kz eval ... eval.unverified_fallback=true`) runs it there anyway, its result marked unverified_execution"
+    "verdict rests on; `kz eval ... eval.unverified_fallback=true` runs it there anyway, its result marked unverified_execution"
 )
 
 

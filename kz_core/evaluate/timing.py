@@ -593,9 +593,9 @@ def _pair_ms(graph: Any, flush: Any, device: str, settings: TimingSettings) -> t
 
     The first replay is timed too. Where it takes ``PAIR_DECIDED`` times ``replay_ms``, it
     alone decides: at KernelBench level 1's published sizes nearly every call takes
-    milliseconds, and the five more replays, with the warm-up replays after them, ran
-    six times as many calls as the warm-up needs, while the GPU was held exclusive for
-    timing. Otherwise the pair's time is the median of five replays after that first one."""
+    milliseconds, and the five more replays ran ten such calls that decided nothing,
+    while the GPU was held exclusive for timing. Otherwise the pair's time is the median
+    of five replays after that first one."""
     first = _replays_ms(graph, flush, device, 1)[0]
     if first >= PAIR_DECIDED * settings.replay_ms:
         return first, first
