@@ -23,6 +23,7 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import kernelbench_problems, versions, wrapping_candidate, write_json  # noqa: E402
+from floor import floor_table, pass_floor  # noqa: E402
 
 
 def main() -> None:
@@ -115,9 +116,12 @@ def main() -> None:
                     save({**_summary(number, list(done), time.perf_counter() - started, evaluator), "cut": True})
 
             results = evaluator.evaluate(candidates, progress=report)
-            passes.append({**_summary(number, results, time.perf_counter() - started, evaluator), "memory": _memory(evaluator, reserved)})
+            summary = _summary(number, results, time.perf_counter() - started, evaluator)
+            floor = pass_floor(summary["results"], config.trials, config.size_variation)
+            passes.append({**summary, "memory": _memory(evaluator, reserved), "floor": floor})
             evaluator.contention.reset()
             print(passes[-1], flush=True)
+            print(floor_table(floor, summary["seconds"]), flush=True)
             if passes[-1]["memory"]:
                 memory = passes[-1]["memory"]
                 print(
@@ -152,6 +156,11 @@ def _summary(number: int, results: list, elapsed: float, evaluator) -> dict:
                 # The candidate's time on the repeated timing inputs and on unseen inputs.
                 "median_ms": r.runtime.median_ms if r.runtime else None,
                 "unseen_ms": r.runtime.unseen_ms if r.runtime else None,
+                # Forward calls timed: the candidate's, on unseen inputs, the eager baseline's
+                # (benchmarks/floor.py turns them into the stages' floors).
+                "timed_calls": r.runtime.trials * r.runtime.calls_per_trial if r.runtime else None,
+                "unseen_calls": _unseen_calls(r.runtime),
+                "eager_calls": r.baselines["eager"].trials * r.baselines["eager"].calls_per_trial if "eager" in r.baselines else None,
                 "warnings": sorted({f.check for f in r.findings if f.severity.value == "warning"}),
                 "message": r.message if r.verdict.value != "correct" else "",
                 "stages_s": {k: round(v, 3) for k, v in attrs.asdict(r.timings).items() if v is not None},
@@ -159,6 +168,16 @@ def _summary(number: int, results: list, elapsed: float, evaluator) -> dict:
             for r in results
         ],
     }
+
+
+def _unseen_calls(runtime) -> int | None:
+    """Forward calls a timing made on unseen inputs: every call of ``UNSEEN_REPLAYS``
+    replays of a graph, one call per unseen seed with events; None without that time."""
+    from kz_core.evaluate.timing import GRAPH_CLOCK, UNSEEN_REPLAYS
+
+    if runtime is None or runtime.unseen_ms is None:
+        return None
+    return UNSEEN_REPLAYS * runtime.calls_per_trial if runtime.clock == GRAPH_CLOCK else UNSEEN_REPLAYS
 
 
 def _budget(evaluator):
