@@ -113,7 +113,8 @@ def main() -> None:
                     print(f"    peak GPU memory per request, GiB: {evaluator.contention.peaks()}", flush=True)
                     print(f"    largest peak per request in footprints of its problem (1 GiB a call or more): {evaluator.contention.footprint_ratios()}", flush=True)
                     print(f"    worker requests: {_requests(evaluator.contention.requests())}", flush=True)
-                    save({**_summary(number, list(done), time.perf_counter() - started, evaluator), "cut": True})
+                    summary = _summary(number, list(done), time.perf_counter() - started, evaluator)
+                    save({**summary, "floor": pass_floor(summary["results"], config.trials, config.size_variation), "cut": True})
 
             results = evaluator.evaluate(candidates, progress=report)
             summary = _summary(number, results, time.perf_counter() - started, evaluator)
