@@ -48,6 +48,7 @@ from kz_core.evaluate.plans import plan_compute_ops, plan_drift
 from kz_core.evaluate.replies import ReplyError, validate_execution, validate_load, validate_timed, validate_trials
 from kz_core.evaluate.judge import (
     INFRASTRUCTURE_CHECKS,
+    UNVERIFIED_REFUSED,
     decide_verdict,
     judge_timed_outputs,
     judge_trials,
@@ -91,11 +92,6 @@ _RETIRE_AFTER = {Verdict.REJECTED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}
 
 
 
-#: What a refused unverified fallback's ``not_replayable`` finding adds (``eval.unverified_fallback``).
-UNVERIFIED_REFUSED = (
-    "kz cannot verify it: run in its own process, the candidate could change the evidence, launch counts and times its "
-    "verdict rests on; `kz eval ... eval.unverified_fallback=true` runs it there anyway, its result marked unverified_execution"
-)
 
 
 class _Unreplayable(Exception):

@@ -38,6 +38,13 @@ from kz_core.evaluate.guards import FORMAT_CHECKS
 from kz_core.model import Finding, Problem, RuntimeStats, Severity, Verdict
 from kz_core.serialization import from_json_dict
 
+#: What a refused unverified fallback's ``not_replayable`` finding adds (``eval.unverified_fallback``;
+#: the evaluator's and the fuzzer's refusals alike).
+UNVERIFIED_REFUSED = (
+    "kz cannot verify it: run in its own process, the candidate could change the evidence, launch counts and times its "
+    "verdict rests on; `kz eval ... eval.unverified_fallback=true` runs it there anyway, its result marked unverified_execution"
+)
+
 #: Error findings that mean wrong outputs (verdict ``incorrect``).
 INCORRECT_CHECKS = frozenset({"mismatch", "shape", "dtype", "non_finite", "output_structure", "output_device", "size_variation", "fuzz"})
 #: Output findings that, in the size-variation trial, become ``size_variation``.

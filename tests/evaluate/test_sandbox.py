@@ -259,6 +259,24 @@ def test_a_forward_that_cannot_be_recorded_is_refused_unless_unverified_runs_are
     assert "unverified_execution" in [f.check for f in ran.findings]
 
 
+def test_a_fuzz_example_that_cannot_be_recorded_is_refused_with_the_same_way_out(example_problems):
+    """The fuzzer refuses an example whose forward cannot be recorded as ``kz eval``
+    refuses such a candidate: ``not_replayable``, with the setting that would run it
+    unverified (its message lacked that hint before)."""
+    import attrs
+
+    from kz_core.evaluate.evaluator import UNVERIFIED_REFUSED
+    from kz_core.fuzz import FuzzSession
+
+    problem = next(p for p in example_problems if p.name == "1_vector_add")
+    candidate = Candidate("1_vector_add", "triton", UNRECORDABLE_NUMPY, sample_id="unrecordable")
+    with Evaluator(example_problems, eval_config("eval.run_timeout_s=60")) as evaluator:
+        evaluator.backends["triton"] = attrs.evolve(evaluator.backends["triton"], unverified_fallback=True)
+        with FuzzSession(problem, candidate, evaluator=evaluator) as session:
+            report = session.run(2, seed=1, shrink_s=0.0)
+    assert "prims" in report.failure and UNVERIFIED_REFUSED in report.failure, report
+
+
 def test_a_worker_that_ended_is_never_signalled_by_its_old_process_id(monkeypatch):
     """Process ids come back (32768 of them here, reused within minutes on a busy machine):
     kz signals its workers and their supervisors through pidfds opened while they were
