@@ -160,10 +160,11 @@ class CandidateOps:
             variant = request.get("variant")
             if variant:
                 varied = self.varied_module(request["problem"], variant["overrides"])
-                varied_model = instantiate(
-                    self.candidate["compiled"].model_class, make_init_inputs(varied, request["init_seed"]), request["init_seed"], self.device
-                )
-                record, _ = self._trial(varied_model, make_inputs(varied, variant["seed"], self.device), request)
+                with self._candidate_sizes(request["problem"], variant["overrides"]):
+                    varied_model = instantiate(
+                        self.candidate["compiled"].model_class, make_init_inputs(varied, request["init_seed"]), request["init_seed"], self.device
+                    )
+                    record, _ = self._trial(varied_model, make_inputs(varied, variant["seed"], self.device), request)
                 trials.append({"seed": variant["seed"], "variant": variant["overrides"], **record})
         except BaseException as exc:  # noqa: BLE001 - the candidate raised or crashed torch
             from kz_core.backend import KernelCompileError
@@ -193,8 +194,10 @@ class CandidateOps:
         laps = Laps()  # what the recording's time goes to, as this process says: diagnostics only
         for signature in request["signatures"]:
             key = signature["key"]
+            rebound = contextlib.ExitStack()
             try:
                 if signature.get("overrides"):
+                    rebound.enter_context(self._candidate_sizes(request["problem"], signature["overrides"]))
                     module = self.varied_module(request["problem"], signature["overrides"])
                     model = instantiate(
                         self.candidate["compiled"].model_class, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device
@@ -243,6 +246,8 @@ class CandidateOps:
                 from kz_core.backend import KernelCompileError
 
                 return error_reply("compile" if isinstance(exc, KernelCompileError) else "run", exc)
+            finally:
+                rebound.close()
         # Last, because a failed capture leaves torch's CUDA generator unusable: the same
         # call recorded while it is captured into a CUDA graph. A forward that behaves
         # otherwise when captured (to hide work from graph timing) shows in the parent's
@@ -251,6 +256,32 @@ class CandidateOps:
             entry["captured"] = self._record_captured(model, draw, request)
         laps("captured recording")
         return {"ok": True, "plans": plans, "seconds": time.perf_counter() - started, "phases": laps.phases}
+
+    @contextlib.contextmanager
+    def _candidate_sizes(self, problem: dict[str, Any], overrides: dict[str, int] | None) -> Any:
+        """The candidate's own copies of the problem's size constants rebound as the varied
+        problem's are, while a model of the other sizes is built and called.
+
+        A candidate often repeats the problem's module (``batch_size = 256`` beside its
+        ``ModelNew``), and a module may read such a constant when it is built (KernelBench
+        level 3's ``33_VanillaRNN`` keeps a ``(batch_size, hidden_size)`` state): the
+        reference of the other sizes reads the rebound value, the candidate read its own
+        and failed at the other sizes, honest or not. A name is rebound only where the
+        candidate binds it to the problem's own default value; a size written into a
+        kernel or its launch stays what it was, which is what the variation is for."""
+        from kz_core.evaluate.variants import size_constants
+
+        namespace = self.candidate["compiled"].namespace if overrides else {}
+        defaults = size_constants(problem["code"]) if overrides else {}
+        saved = {}
+        for name, value in (overrides or {}).items():
+            if name in defaults and type(namespace.get(name)) is int and namespace[name] == defaults[name]:
+                saved[name] = namespace[name]
+                namespace[name] = value
+        try:
+            yield
+        finally:
+            namespace.update(saved)
 
     def _signature_inputs(self, module: Any, signature: dict[str, Any]) -> list[Any]:
         """A recorded signature's inputs, drawn from its decoy seed (the same each time)."""
@@ -312,14 +343,15 @@ class CandidateOps:
         trials = []
         try:
             for example in request["examples"]:
-                if example["overrides"]:
-                    module = self.varied_module(request["problem"], example["overrides"])
-                    model = instantiate(
-                        self.candidate["compiled"].model_class, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device
-                    )
-                else:
-                    module, model = self.candidate["problem_module"], self.candidate["model"]
-                record, _ = self._trial(model, fuzz_inputs(module, example, self.device), request)
+                with self._candidate_sizes(request["problem"], example["overrides"]):
+                    if example["overrides"]:
+                        module = self.varied_module(request["problem"], example["overrides"])
+                        model = instantiate(
+                            self.candidate["compiled"].model_class, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device
+                        )
+                    else:
+                        module, model = self.candidate["problem_module"], self.candidate["model"]
+                    record, _ = self._trial(model, fuzz_inputs(module, example, self.device), request)
                 trials.append({"seed": example["seed"], **record})
         except BaseException as exc:  # noqa: BLE001 - the candidate raised on this example
             return error_reply("run", exc)

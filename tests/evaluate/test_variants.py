@@ -86,3 +86,83 @@ def test_a_result_says_when_no_size_variation_was_made():
         notes = [f for f in result.findings if f.check == "no_size_variation"]
         assert bool(notes) is says, result.findings
         assert all(f.severity is Severity.INFO for f in notes)
+
+
+STATEFUL_PROBLEM = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.state = torch.arange(batch_size * hidden, dtype=torch.float32).reshape(batch_size, hidden) / 1000
+
+    def forward(self, x):
+        return x + self.state
+
+
+batch_size = 64
+hidden = 128
+
+
+def get_inputs():
+    return [torch.randn(batch_size, hidden)]
+
+
+def get_init_inputs():
+    return [hidden]
+'''
+
+STATEFUL_CANDIDATE = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+batch_size = 64
+hidden = 128
+
+
+class ModelNew(nn.Module):
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.state = torch.arange(ROWS * hidden, dtype=torch.float32).reshape(ROWS, hidden) / 1000
+
+    def forward(self, x):
+        state = self.state.to(x.device)
+        out = torch.empty_like(x)
+        n = x.numel()
+        add_kernel[(triton.cdiv(n, 1024),)](x, state, out, n, BLOCK=1024)
+        return out
+'''
+
+
+@pytest.mark.triton
+def test_the_candidate_s_own_size_constants_are_rebound_with_the_problem_s():
+    """A module that reads a size constant when it is built (KernelBench level 3's
+    ``33_VanillaRNN`` keeps a ``(batch_size, hidden_size)`` state) is built at the other
+    sizes by the reference; the candidate repeating the problem's constants read its own,
+    unrebound, and its honest copy failed the size variation (a sweep on an H100 found
+    it: "The size of tensor a (256) must match the size of tensor b (272)"). Now the
+    candidate's copies of the constants are rebound too; a size written as a number stays
+    what it was, and still fails."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Candidate, Problem, Verdict
+
+    from .conftest import eval_config
+
+    problem = Problem("stateful_add", STATEFUL_PROBLEM)
+    honest = Candidate("stateful_add", "triton", STATEFUL_CANDIDATE.replace("ROWS", "batch_size"), sample_id="constant")
+    literal = Candidate("stateful_add", "triton", STATEFUL_CANDIDATE.replace("ROWS", "64"), sample_id="literal")
+    with Evaluator([problem], eval_config("eval.cpu_timing_trials=1")) as evaluator:
+        rebound, hard_coded = evaluator.evaluate([honest, literal])
+    assert rebound.verdict is Verdict.CORRECT, rebound.message
+    assert not any(f.check == "no_size_variation" for f in rebound.findings)
+    assert hard_coded.verdict is not Verdict.CORRECT, hard_coded.message
