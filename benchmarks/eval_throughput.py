@@ -113,16 +113,13 @@ def main() -> None:
                     print(f"    peak GPU memory per request, GiB: {evaluator.contention.peaks()}", flush=True)
                     print(f"    largest peak per request in footprints of its problem (1 GiB a call or more): {evaluator.contention.footprint_ratios()}", flush=True)
                     print(f"    worker requests: {_requests(evaluator.contention.requests())}", flush=True)
-                    summary = _summary(number, list(done), time.perf_counter() - started, evaluator)
-                    save({**summary, "floor": pass_floor(summary["results"], config.trials, config.size_variation), "cut": True})
+                    save({**_summary(number, list(done), time.perf_counter() - started, evaluator, config), "cut": True})
 
             results = evaluator.evaluate(candidates, progress=report)
-            summary = _summary(number, results, time.perf_counter() - started, evaluator)
-            floor = pass_floor(summary["results"], config.trials, config.size_variation)
-            passes.append({**summary, "memory": _memory(evaluator, reserved), "floor": floor})
+            passes.append({**_summary(number, results, time.perf_counter() - started, evaluator, config), "memory": _memory(evaluator, reserved)})
             evaluator.contention.reset()
             print(passes[-1], flush=True)
-            print(floor_table(floor, summary["seconds"]), flush=True)
+            print(floor_table(passes[-1]["floor"], passes[-1]["seconds"]), flush=True)
             if passes[-1]["memory"]:
                 memory = passes[-1]["memory"]
                 print(
@@ -134,11 +131,10 @@ def main() -> None:
     save()
 
 
-def _summary(number: int, results: list, elapsed: float, evaluator) -> dict:
-    """One pass: its rate, verdicts, locks, worker requests, and per candidate its stages
-    and its reference's eager time (one call's physical floor; a candidate's trials, timing
-    and baseline are a few dozen such calls)."""
-    return {
+def _summary(number: int, results: list, elapsed: float, evaluator, config) -> dict:
+    """One pass: its rate, verdicts, locks, worker requests, per candidate its stages, its
+    reference's eager time and its timed calls, and the pass's floor (benchmarks/floor.py)."""
+    summary = {
         "pass": number + 1,
         "candidates": len(results),
         "seconds": round(elapsed, 1),
@@ -169,6 +165,8 @@ def _summary(number: int, results: list, elapsed: float, evaluator) -> dict:
             for r in results
         ],
     }
+    summary["floor"] = pass_floor(summary["results"], config.trials, config.size_variation)
+    return summary
 
 
 def _unseen_calls(runtime) -> int | None:

@@ -138,7 +138,7 @@ class CandidateOps:
         }
 
     def op_trials(self, request: dict[str, Any]) -> dict[str, Any]:
-        from kz_core.evaluate.execution import instantiate, make_init_inputs, make_inputs, torch_compute_ops
+        from kz_core.evaluate.execution import make_inputs, torch_compute_ops
 
         if not self.candidate or "model" not in self.candidate:
             return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
@@ -159,11 +159,7 @@ class CandidateOps:
                 trials.append({"seed": seed, **record})
             variant = request.get("variant")
             if variant:
-                varied = self.varied_module(request["problem"], variant["overrides"])
-                with self._candidate_sizes(request["problem"], variant["overrides"]):
-                    varied_model = instantiate(
-                        self.candidate["compiled"].model_class, make_init_inputs(varied, request["init_seed"]), request["init_seed"], self.device
-                    )
+                with self._sized_model(request["problem"], variant["overrides"], request["init_seed"]) as (varied, varied_model):
                     record, _ = self._trial(varied_model, make_inputs(varied, variant["seed"], self.device), request)
                 trials.append({"seed": variant["seed"], "variant": variant["overrides"], **record})
         except BaseException as exc:  # noqa: BLE001 - the candidate raised or crashed torch
@@ -181,7 +177,7 @@ class CandidateOps:
         times (Triton compiles and autotunes then), and the next call is recorded.
         """
         from kz_core.evaluate import recording
-        from kz_core.evaluate.execution import instantiate, make_init_inputs, synchronize
+        from kz_core.evaluate.execution import synchronize
         from kz_core.evaluate.recording import NotReplayable, Recorder
         from kz_core.evaluate.timing import Laps
 
@@ -194,16 +190,9 @@ class CandidateOps:
         laps = Laps()  # what the recording's time goes to, as this process says: diagnostics only
         for signature in request["signatures"]:
             key = signature["key"]
-            rebound = contextlib.ExitStack()
+            sized = contextlib.ExitStack()
             try:
-                if signature.get("overrides"):
-                    rebound.enter_context(self._candidate_sizes(request["problem"], signature["overrides"]))
-                    module = self.varied_module(request["problem"], signature["overrides"])
-                    model = instantiate(
-                        self.candidate["compiled"].model_class, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device
-                    )
-                else:
-                    module, model = self.candidate["problem_module"], self.candidate["model"]
+                module, model = sized.enter_context(self._sized_model(request["problem"], signature.get("overrides"), request["init_seed"]))
                 laps("instantiate")
                 inputs = self._signature_inputs(module, signature)
                 synchronize(self.device)
@@ -247,7 +236,7 @@ class CandidateOps:
 
                 return error_reply("compile" if isinstance(exc, KernelCompileError) else "run", exc)
             finally:
-                rebound.close()
+                sized.close()
         # Last, because a failed capture leaves torch's CUDA generator unusable: the same
         # call recorded while it is captured into a CUDA graph. A forward that behaves
         # otherwise when captured (to hide work from graph timing) shows in the parent's
@@ -258,9 +247,11 @@ class CandidateOps:
         return {"ok": True, "plans": plans, "seconds": time.perf_counter() - started, "phases": laps.phases}
 
     @contextlib.contextmanager
-    def _candidate_sizes(self, problem: dict[str, Any], overrides: dict[str, int] | None) -> Any:
-        """The candidate's own copies of the problem's size constants rebound as the varied
-        problem's are, while a model of the other sizes is built and called.
+    def _sized_model(self, problem: dict[str, Any], overrides: dict[str, int] | None, init_seed: int) -> Any:
+        """``(module, model)`` of the problem's sizes with ``overrides`` rebound: the loaded
+        ones at the default sizes; else the varied problem module and a fresh ``ModelNew``,
+        built and called (inside the block) with the candidate's own copies of the problem's
+        size constants rebound as the varied module's are.
 
         A candidate often repeats the problem's module (``batch_size = 256`` beside its
         ``ModelNew``), and a module may read such a constant when it is built (KernelBench
@@ -269,17 +260,22 @@ class CandidateOps:
         and failed at the other sizes, honest or not. A name is rebound only where the
         candidate binds it to the problem's own default value; a size written into a
         kernel or its launch stays what it was, which is what the variation is for."""
+        from kz_core.evaluate.execution import instantiate, make_init_inputs
         from kz_core.evaluate.variants import size_constants
 
-        namespace = self.candidate["compiled"].namespace if overrides else {}
-        defaults = size_constants(problem["code"]) if overrides else {}
+        if not overrides:
+            yield self.candidate["problem_module"], self.candidate["model"]
+            return
+        namespace = self.candidate["compiled"].namespace
+        defaults = size_constants(problem["code"])
         saved = {}
-        for name, value in (overrides or {}).items():
+        for name, value in overrides.items():
             if name in defaults and type(namespace.get(name)) is int and namespace[name] == defaults[name]:
                 saved[name] = namespace[name]
                 namespace[name] = value
         try:
-            yield
+            module = self.varied_module(problem, overrides)
+            yield module, instantiate(self.candidate["compiled"].model_class, make_init_inputs(module, init_seed), init_seed, self.device)
         finally:
             namespace.update(saved)
 
@@ -336,21 +332,14 @@ class CandidateOps:
     def op_fuzz_trials(self, request: dict[str, Any]) -> dict[str, Any]:
         """The loaded candidate on fuzz examples: each with its sizes, values and layout,
         a fresh ModelNew when the sizes change, and every runtime check of a trial."""
-        from kz_core.evaluate.execution import fuzz_inputs, instantiate, make_init_inputs
+        from kz_core.evaluate.execution import fuzz_inputs
 
         if not self.candidate or "model" not in self.candidate:
             return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
         trials = []
         try:
             for example in request["examples"]:
-                with self._candidate_sizes(request["problem"], example["overrides"]):
-                    if example["overrides"]:
-                        module = self.varied_module(request["problem"], example["overrides"])
-                        model = instantiate(
-                            self.candidate["compiled"].model_class, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device
-                        )
-                    else:
-                        module, model = self.candidate["problem_module"], self.candidate["model"]
+                with self._sized_model(request["problem"], example["overrides"], request["init_seed"]) as (module, model):
                     record, _ = self._trial(model, fuzz_inputs(module, example, self.device), request)
                 trials.append({"seed": example["seed"], **record})
         except BaseException as exc:  # noqa: BLE001 - the candidate raised on this example

@@ -48,12 +48,12 @@ from kz_core.evaluate.plans import plan_compute_ops, plan_drift
 from kz_core.evaluate.replies import ReplyError, validate_execution, validate_load, validate_timed, validate_trials
 from kz_core.evaluate.judge import (
     INFRASTRUCTURE_CHECKS,
-    UNVERIFIED_REFUSED,
     decide_verdict,
     judge_timed_outputs,
     judge_trials,
     judge_unseen,
     peak_bandwidth_gbps,
+    refused_unverified,
     speed_of_light_finding,
     summary_message,
 )
@@ -89,9 +89,6 @@ _KEY_EXCLUDED = {
 RECORD_GAP_S = 0.1
 #: Verdicts after which a candidate worker is replaced rather than reused.
 _RETIRE_AFTER = {Verdict.REJECTED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}
-
-
-
 
 
 class _Unreplayable(Exception):
@@ -953,7 +950,7 @@ class Evaluator:
                     # Run in its own process, a candidate could forge what decides its
                     # verdict; taking that route is the candidate's choice (a
                     # cudaMemcpyToSymbol is enough), so it is refused unless asked for.
-                    unreplayable = attrs.evolve(unreplayable, message=f"{unreplayable.message}. {UNVERIFIED_REFUSED}")
+                    unreplayable = refused_unverified(unreplayable)
                 return self._finish(candidate, problem, findings + [unreplayable], started, timings=timings, environment=environment)
             # The executor builds the kernels and takes the plans before anything is run.
             prepare = {

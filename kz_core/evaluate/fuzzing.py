@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kz_core.evaluate.calls import call_worker, problem_payload
 from kz_core.evaluate.execution import DISTRIBUTIONS, LAYOUTS
-from kz_core.evaluate.judge import UNVERIFIED_REFUSED, judge_trials
+from kz_core.evaluate.judge import judge_trials, refused_unverified
 from kz_core.evaluate.replies import validate_trials
 from kz_core.evaluate.variants import size_constants
 from kz_core.model import Candidate, Finding, Problem, Severity
@@ -172,8 +172,10 @@ class FuzzSession:
         self.verified = bool(info is not None and info.trusted_kernels and (self.evaluator.device != "cpu" or info.runs_on_cpu))
         #: A backend with ``unverified_fallback``: an example whose forward cannot be
         #: recorded moves the session to its candidate's own process (as ``kz eval`` does).
-        self.fallback = bool(info is not None and info.unverified_fallback and self.evaluator.config.unverified_fallback)
-        self._backend_falls_back = bool(info is not None and info.unverified_fallback)
+        #: Where the backend allows that route but the setting leaves it off, such an
+        #: example is refused as ``kz eval`` refuses such a candidate.
+        self._route = bool(info is not None and info.unverified_fallback)
+        self.fallback = self._route and self.evaluator.config.unverified_fallback
         #: Why the session runs unverified after starting verified, if it does.
         self.unverified = ""
 
@@ -249,9 +251,8 @@ class FuzzSession:
             if unreplayable is not None and unreplayable.check == "not_replayable" and self.fallback:
                 return None
             if unreplayable is not None:
-                if unreplayable.check == "not_replayable" and self._may_fall_back():
-                    # Refused as kz eval refuses it, with the same way out.
-                    unreplayable = attrs.evolve(unreplayable, message=f"{unreplayable.message}. {UNVERIFIED_REFUSED}")
+                if unreplayable.check == "not_replayable" and self._route:
+                    unreplayable = refused_unverified(unreplayable)
                 raise FuzzFailure(example, [unreplayable])
             added, failure = call_worker(executor, {"op": "add_plans", "plans": {key: (plans[key], constants[key])}}, config.run_timeout_s, "fuzz example")
             if failure is not None:
@@ -262,11 +263,6 @@ class FuzzSession:
         ops = {name: None for record in trials["trials"] for name in record.get("compute_ops", [])}
         trials["compute_ops"] = list(ops)
         return trials
-
-    def _may_fall_back(self) -> bool:
-        """Whether ``eval.unverified_fallback=true`` would have run an unrecordable example
-        (its backend allows the route; the setting is off)."""
-        return self._backend_falls_back and not self.fallback
 
     def _loaded_worker(self) -> Any:
         """A candidate worker holding this candidate (loaded again if its worker died)."""

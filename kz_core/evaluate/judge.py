@@ -45,6 +45,12 @@ UNVERIFIED_REFUSED = (
     "verdict rests on; `kz eval ... eval.unverified_fallback=true` runs it there anyway, its result marked unverified_execution"
 )
 
+
+def refused_unverified(finding: Finding) -> Finding:
+    """A ``not_replayable`` finding of a backend with ``unverified_fallback``, the setting
+    off: the refusal, with the way out named (``UNVERIFIED_REFUSED``)."""
+    return attrs.evolve(finding, message=f"{finding.message}. {UNVERIFIED_REFUSED}")
+
 #: Error findings that mean wrong outputs (verdict ``incorrect``).
 INCORRECT_CHECKS = frozenset({"mismatch", "shape", "dtype", "non_finite", "output_structure", "output_device", "size_variation", "fuzz"})
 #: Output findings that, in the size-variation trial, become ``size_variation``.

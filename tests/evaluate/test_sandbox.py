@@ -242,7 +242,7 @@ def test_a_forward_that_cannot_be_recorded_is_refused_unless_unverified_runs_are
     ``eval.unverified_fallback`` is set, and the message says how to set it."""
     import attrs
 
-    from kz_core.evaluate.evaluator import UNVERIFIED_REFUSED
+    from kz_core.evaluate.judge import UNVERIFIED_REFUSED
 
     candidate = Candidate("1_vector_add", "triton", UNRECORDABLE_NUMPY, sample_id="unrecordable")
     results = {}
@@ -265,7 +265,7 @@ def test_a_fuzz_example_that_cannot_be_recorded_is_refused_with_the_same_way_out
     unverified (its message lacked that hint before)."""
     import attrs
 
-    from kz_core.evaluate.evaluator import UNVERIFIED_REFUSED
+    from kz_core.evaluate.judge import UNVERIFIED_REFUSED
     from kz_core.fuzz import FuzzSession
 
     problem = next(p for p in example_problems if p.name == "1_vector_add")

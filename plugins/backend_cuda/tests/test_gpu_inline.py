@@ -181,7 +181,7 @@ def test_host_code_a_plan_cannot_describe_is_refused_unless_unverified_runs_are_
     the setting that runs it there anyway; so run, it is correct and says so."""
     from kz_core.config import load_config
     from kz_core.evaluate import Evaluator
-    from kz_core.evaluate.evaluator import UNVERIFIED_REFUSED
+    from kz_core.evaluate.judge import UNVERIFIED_REFUSED
     from kz_core.problems import load_problems
 
     refused = inline_results["kept-workspace"]
