@@ -586,7 +586,11 @@ NON_COMPUTE_OPS = frozenset(
         "unsafe_split unsafe_split_with_sizes unsafe_chunk hsplit vsplit dsplit atleast_1d atleast_2d atleast_3d im2col "
         # A vector placed on a matrix's diagonal, zeros elsewhere (a diagonal matmul written
         # as the problem states it: ``torch.diag(A)`` and a kernel's product).
-        "diag diag_embed diagflat"
+        "diag diag_embed diagflat "
+        # Random numbers drawn into memory of a shape (KernelBench level 3's LSTMs draw
+        # their initial states with ``torch.randn`` in forward): nothing read from an input.
+        # Not ``normal`` or ``bernoulli`` with tensor arguments, which read them.
+        "rand rand_like randn randn_like randint randint_like randperm normal_ uniform_ random_"
     ).split()
 )
 

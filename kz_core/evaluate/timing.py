@@ -41,6 +41,9 @@ Two methods on a GPU (``eval.timing_method``):
     with ``events`` instead, and its stats say why (``note``). A failed capture leaves
     torch's default CUDA generator unusable in the process, so the timing inputs are
     drawn before any capture, and :attr:`Timed.dirty` asks for the worker's replacement.
+    So is a forward that draws random numbers (torch's generators, Python's or NumPy's
+    move in its warm-up): a graph's draws advance on every replay, where each timed call
+    must draw what the reference drew on the same inputs.
 
 ``events``
     Each trial flushes the L2 cache, records a start event, calls the function,
@@ -51,7 +54,10 @@ Two methods on a GPU (``eval.timing_method``):
     first timed call's on the same input set (``agree``), and the trial before it on that
     set is poisoned before its memory is freed, so that a call that writes nothing does
     not return an earlier call's answer from reused memory. One more trial on the inputs
-    of each ``unseen`` seed gives ``stats["unseen_ms"]`` (the fastest).
+    of each ``unseen`` seed gives ``stats["unseen_ms"]`` (the fastest). A forward that
+    draws random numbers (found on its first call) gets, before each call, the generators'
+    states that drawing its input set left: the reference's call on those inputs drew from
+    there, so an honest forward's timed outputs are the reference's.
 
 Trials continue until a time budget is spent or the spread is small; the median and
 interquartile range summarise them. On a CPU the loop uses ``perf_counter`` and the
@@ -101,6 +107,9 @@ UNSEEN_REPLAYS = 2
 
 #: What a timing's note says when its calls could not be timed on unseen inputs.
 NOT_TIMED_UNSEEN = "not timed on unseen inputs"
+#: Why a forward that draws random numbers is timed with events: a graph's draws advance on
+#: every replay, where each timed call must draw what the reference drew on its inputs.
+DRAWS_RANDOM = "its forward draws random numbers, which each timed call must draw as the reference did on its inputs"
 
 
 @attrs.frozen
@@ -246,9 +255,19 @@ def time_forward(
         faster on inputs it has seen (it memoises) shows it there.
     """
     laps = Laps()
+
+    def draw() -> tuple[list[list[Any]], list[tuple[Any, ...]]]:
+        """Each seed's inputs, and the generators' states their draw left (what the
+        reference's call on them drew from)."""
+        sets, states = [], []
+        for seed in seeds:
+            sets.append(make_inputs(seed))
+            states.append(_generator_states(device))
+        return sets, states
+
     # The timing inputs are drawn first: a failed capture leaves torch's default CUDA
     # generator unusable in this process (the fallback must not draw again).
-    input_sets = [make_inputs(seed) for seed in seeds]
+    input_sets, drawn = draw()
     laps("inputs")
     note = ""
     dirty = False
@@ -265,17 +284,26 @@ def time_forward(
         if not input_sets:
             # The graph had taken the timing inputs into its buffers and dropped them
             # (_time_graph): drawn again, which a successful capture leaves possible.
-            input_sets = [make_inputs(seed) for seed in seeds]
+            input_sets, drawn = draw()
         laps("capture")
     last: dict[int, Any] = {}
     first: dict[int, Any] = {}
     held: dict[int, Any] = {}
     disagreement: list[str] = []
     poison = secrets.randbits(31)
+    # Whether the forward draws random numbers, found on the first call (a warm-up): from
+    # then on each call draws from the generators as its inputs' draw left them, as the
+    # reference's did (host work of microseconds, inside an events trial's time).
+    draws: list[bool] = []
 
     def call(index: int) -> None:
         which = index % len(input_sets)
+        if draws:
+            _set_generator_states(drawn[which], device)
+        before = _generator_states(device) if index == 0 else None
         last[which] = forward(*input_sets[which])
+        if before is not None and not _same_generator_states(before, _generator_states(device)):
+            draws.append(True)
 
     def after(index: int) -> None:
         which = index % len(input_sets)
@@ -300,6 +328,8 @@ def time_forward(
         # one more call per set, untimed, each output copied before the next call.
         outputs = []
         for which, seed in enumerate(seeds):
+            if draws:
+                _set_generator_states(drawn[which], device)
             outputs.append((seed, _copied(forward(*input_sets[which]))))
     if unseen and device.startswith("cuda"):
         outputs = [(seed, _copied(output)) for seed, output in outputs]
@@ -322,6 +352,51 @@ def time_forward(
             outputs += checked
         laps("unseen calls")
     return Timed(stats, outputs, dirty=dirty, disagreement="".join(disagreement), phases=laps.phases)
+
+
+def _generator_states(device: str) -> tuple[Any, ...]:
+    """The states of the random generators a forward may draw from (torch's on the CPU and
+    on ``device``, Python's, NumPy's): the trials seed them all before drawing a seed's
+    inputs, and the reference's call on those inputs draws from where that left them."""
+    import random
+
+    import numpy
+    import torch
+
+    cuda = None
+    if device.startswith("cuda"):
+        try:
+            cuda = torch.cuda.get_rng_state(device)
+        except RuntimeError:  # a failed capture's generator: not drawn from again here
+            pass
+    return (torch.get_rng_state(), cuda, random.getstate(), numpy.random.get_state())
+
+
+def _set_generator_states(states: tuple[Any, ...], device: str) -> None:
+    import random
+
+    import numpy
+    import torch
+
+    cpu, cuda, python, numpy_state = states
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state(cuda, device)
+    random.setstate(python)
+    numpy.random.set_state(numpy_state)
+
+
+def _same_generator_states(first: tuple[Any, ...], second: tuple[Any, ...]) -> bool:
+    import numpy
+    import torch
+
+    return (
+        torch.equal(first[0], second[0])
+        and (first[1] is None) == (second[1] is None)
+        and (first[1] is None or torch.equal(first[1], second[1]))
+        and first[2] == second[2]
+        and all(numpy.array_equal(a, b) for a, b in zip(first[3], second[3]))
+    )
 
 
 def _call_unseen(
@@ -630,6 +705,7 @@ def _time_graph(
     # compilation and autotuning, cuBLAS workspaces happen here, not in the capture).
     side = torch.cuda.Stream(device=device)
     side.wait_stream(torch.cuda.current_stream(device))
+    generators = _generator_states(device)
     # Whether the forward returns memory it keeps (an output buffer allocated once): one
     # call's output is held until the next returns, so that the allocator cannot hand the
     # same block to an honest forward's next output.
@@ -651,6 +727,8 @@ def _time_graph(
     except Exception as exc:  # noqa: BLE001 - it ran on the default stream, not on another
         _check_context(device)
         raise GraphUnavailable(f"it failed on a stream other than the default one: {_first_line(exc)}") from exc
+    if not _same_generator_states(generators, _generator_states(device)):
+        raise GraphUnavailable(DRAWS_RANDOM)
 
     ops: list[str] | None = [] if record_ops else None
     graph, kept = _capture(forward, buffers, 2, {0, 1}, device, ops, copy_kept=keeps_output)

@@ -88,6 +88,34 @@ def test_on_a_cpu_time_forward_alternates_the_seeds_and_returns_an_output_per_se
     assert [seed for seed, _ in timed.outputs] == [3, 5] and "unseen_ms" not in timed.stats
 
 
+def test_a_forward_that_draws_random_numbers_draws_in_each_timed_call_what_the_reference_drew():
+    """The reference's call on a seed's inputs draws from the generators as drawing those
+    inputs left them (KernelBench's ``35_LSTM`` draws its initial states in forward).
+    Written against the version before, in which each timed call drew on from where the
+    call before it had left them: the outputs differed from the reference's."""
+    import random
+
+    import numpy
+
+    def make(seed):
+        torch.manual_seed(seed)
+        random.seed(seed)
+        numpy.random.seed(seed)
+        return [torch.randn(4)]
+
+    def reference(seed):
+        inputs = make(seed)
+        return inputs[0] + torch.randn(4) + random.random() + float(numpy.random.rand())
+
+    def forward(x):
+        return x + torch.randn(4) + random.random() + float(numpy.random.rand())
+
+    timed = time_forward(forward, make, [3, 5], [7, 11], "cpu", TimingSettings(min_trials=4, max_trials=4))
+    assert len(timed.outputs) == 2
+    for seed, output in timed.outputs:
+        assert torch.equal(output, reference(seed))
+
+
 def test_a_graph_that_fails_after_taking_the_timing_inputs_falls_back_on_them_drawn_again(monkeypatch):
     """Graph timing drops the timing inputs' own copies once they are in its buffers (a
     large problem's two sets are as large as its inputs twice over). A graph that fails
@@ -120,6 +148,8 @@ def test_a_graph_that_fails_after_taking_the_timing_inputs_falls_back_on_them_dr
     monkeypatch.setattr(timing, "_time_graph", graph_out_of_memory)
     monkeypatch.setattr(timing, "_release", lambda device: None)
     monkeypatch.setattr(timing, "time_calls", events)
+    states = timing._generator_states
+    monkeypatch.setattr(timing, "_generator_states", lambda device: states("cpu"))
     timed = time_forward(forward, make, [3, 5], [7, 11], "cuda", TimingSettings(method="graph"))
     assert drawn == [3, 5, 3, 5] and set(seen) == {3.0, 5.0}
     assert timed.stats["note"] == f"timed with CUDA events: {timing.GRAPH_OUT_OF_MEMORY}"
