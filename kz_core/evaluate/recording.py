@@ -469,6 +469,14 @@ class Recorder(TorchDispatchMode):
                 decomposed = func.decompose(*args, **kwargs)
             if decomposed is not NotImplemented:
                 return decomposed
+        if name == "set_" and len(args) >= 2 and isinstance(args[1], torch.UntypedStorage):
+            # Onto a storage (cuDNN's RNNs take the flat buffer their weights lie in so,
+            # ``at::empty({0}).set_(weight.storage())``, inside nn.LSTM's forward on a GPU):
+            # recorded as ``set_`` onto a tensor of self's dtype made the same way over
+            # that storage, which a plan names (a constant, or a view of a known tensor).
+            with self.suspend():
+                source = torch.empty(0, dtype=args[0].dtype, device=args[0].device).set_(*args[1:], **kwargs)
+            func, args, kwargs = torch.ops.aten.set_.source_Tensor, (args[0], source), {}
         host_data = name == "lift_fresh" and args and self._refs.get(args[0]) is None and self._storage(_storage_key(args[0])) is None
         if host_data:
             # ``torch.tensor(0.0)``, ``as_tensor``, ``new_tensor``: made outside the

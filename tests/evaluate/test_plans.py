@@ -504,6 +504,33 @@ def test_memory_shared_by_set_is_reached_where_its_source_is():
     assert replay.compute_ops == ["aten::add"]
 
 
+@pytest.mark.parametrize("offset", [False, True], ids=["whole", "offset"])
+def test_set_onto_a_storage_is_replayed_onto_the_same_memory(offset):
+    """nn.LSTM's forward on a GPU (cuDNN) makes its flat weight buffer with
+    ``at::empty({0}).set_(weight.storage())``. Written against the version before, which
+    refused the storage ("the forward passed a value of type torch.storage.UntypedStorage,
+    which a plan cannot describe"): KernelBench's reference as its own candidate was
+    ``not_replayable`` for every LSTM and GRU problem (an H100, forty-third session)."""
+    weight = torch.randn(6, 4)
+    view = weight[2:].t()  # a parameter that is a view of a flat buffer, as cuDNN's are
+
+    def flat(x):
+        if offset:
+            buffer = torch.empty(0).set_(view.untyped_storage(), 8, (4, 4), (1, 4))
+        else:
+            buffer = torch.empty(0).set_(view.untyped_storage())
+        return buffer.reshape(-1)[: x.numel()].reshape(x.shape) + x
+
+    x = torch.randn(4, 4)
+    recorder = Recorder([x], 1 << 20)
+    plan = recorder.plan(recorder.call(flat, [x]))
+    assert ["aten", "set_", "source_Tensor"] in [step.get("op") for step in plan["steps"]]
+    assert len(recorder.constants) == 1 and recorder.constants[0].numel() == 24  # the whole storage, once
+    replay = Replay(plan, recorder.constants, lambda step, args, options: None, "cpu")
+    fresh = torch.randn(4, 4)
+    torch.testing.assert_close(replay(fresh, provenance={}), flat(fresh), rtol=0, atol=0)
+
+
 def test_ops_over_lists_of_tensors_are_never_light():
     """Written against the version before, which judged an op by each of its tensors:
     ``_foreach_add_`` over 4096 single-element views passed as one scalar epilogue
