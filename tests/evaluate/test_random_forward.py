@@ -64,7 +64,10 @@ class ModelNew(nn.Module):
 def test_a_candidate_drawing_the_references_random_numbers_is_correct():
     """Written against the version before, which gave the honest candidate ``state_drift``:
     its timed calls drew from the generators as the calls before them had left them, not
-    as its inputs' draw had, and their outputs differed from the reference's."""
+    as its inputs' draw had, and their outputs differed from the reference's. One timed
+    call: the first input set's last output is the warm-up's, drawn as the reference drew
+    too (KernelBench's ``35_LSTM`` at small sizes on a CPU was still ``state_drift``
+    without that)."""
     from kz_core.evaluate import Evaluator
 
     from .conftest import eval_config
@@ -72,7 +75,7 @@ def test_a_candidate_drawing_the_references_random_numbers_is_correct():
     problem = Problem("noisy_scale", NOISY_PROBLEM)
     honest = Candidate("noisy_scale", "triton", NOISY_CANDIDATE, sample_id="honest")
     other_draws = Candidate("noisy_scale", "triton", NOISY_CANDIDATE.replace("torch.randn(x.shape", "torch.rand(x.shape"), sample_id="uniform")
-    with Evaluator([problem], eval_config("eval.cpu_timing_trials=2")) as evaluator:
+    with Evaluator([problem], eval_config("eval.cpu_timing_trials=1")) as evaluator:
         same, uniform = evaluator.evaluate([honest, other_draws])
     assert same.verdict is Verdict.CORRECT, same.message
     assert uniform.verdict is not Verdict.CORRECT, uniform.message
