@@ -370,7 +370,7 @@ def _generator_states(device: str) -> tuple[Any, ...]:
     if device.startswith("cuda"):
         try:
             cuda = torch.cuda.get_rng_state(device)
-        except RuntimeError:  # a failed capture's generator: not drawn from again here
+        except Exception:  # noqa: BLE001 - a failed capture's generator: not drawn from again here
             pass
     return (torch.get_rng_state(), cuda, random.getstate(), numpy.random.get_state())
 
