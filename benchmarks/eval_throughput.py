@@ -25,6 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import kernelbench_problems, versions, wrapping_candidate, write_json  # noqa: E402
 from floor import floor_table, pass_floor  # noqa: E402
 
+#: Seconds after which a pass in progress is written again, whatever its count of results.
+SAVE_EVERY_S = 20.0
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -70,8 +73,9 @@ def main() -> None:
 
     def save(current: dict | None = None, quiet: bool = False) -> None:
         """The report so far (a pass in progress included, marked ``cut`` until it ends):
-        written after every tenth result too, so that a run cut by a time limit keeps its
-        per-candidate stages and eager times."""
+        written after every tenth result too, and after any result that ends
+        ``SAVE_EVERY_S`` without one written (large problems take a minute each), so that a
+        run cut by a time limit keeps its per-candidate stages and eager times."""
         report = {
             "benchmark": "eval_throughput",
             "levels": levels,
@@ -89,8 +93,9 @@ def main() -> None:
             started = time.perf_counter()
             reserved = budget.byte_seconds if (budget := _budget(evaluator)) else 0.0
             done: list = []
+            saved = [started]  # when the report was last written
 
-            def report(result, number=number, started=started, done=done):
+            def report(result, number=number, started=started, done=done, saved=saved):
                 done.append(result)
                 # Every result with its stage timings, so that a run cut short by a time limit
                 # still says where the time went.
@@ -113,7 +118,9 @@ def main() -> None:
                     print(f"    peak GPU memory per request, GiB: {evaluator.contention.peaks()}", flush=True)
                     print(f"    largest peak per request in footprints of its problem (1 GiB a call or more): {evaluator.contention.footprint_ratios()}", flush=True)
                     print(f"    worker requests: {_requests(evaluator.contention.requests())}", flush=True)
+                if len(done) % 10 == 0 or time.perf_counter() - saved[0] > SAVE_EVERY_S:
                     save({**_summary(number, list(done), time.perf_counter() - started, evaluator, config), "cut": True})
+                    saved[0] = time.perf_counter()
 
             results = evaluator.evaluate(candidates, progress=report)
             passes.append({**_summary(number, results, time.perf_counter() - started, evaluator, config), "memory": _memory(evaluator, reserved)})
