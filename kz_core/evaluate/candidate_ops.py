@@ -84,6 +84,7 @@ class CandidateOps:
     def _load_candidate(self, request: dict[str, Any]) -> dict[str, Any]:
         from kz_core.backend import CompiledCandidate, CompileFailure
         from kz_core.evaluate.execution import instantiate, make_init_inputs
+        from kz_core.evaluate.timing import Laps
         from kz_core.model import Candidate
 
         if self.role != "candidate":
@@ -100,16 +101,19 @@ class CandidateOps:
         threads_before = threading.active_count()
         streams_before = streams_created()
         started = time.perf_counter()
+        laps = Laps()  # what the load's time goes to, as this process says: diagnostics only
         try:
             module = self.problem_module(request["problem"])
         except BaseException as exc:  # noqa: BLE001
             return error_reply("problem", exc)
+        laps("problem")
         self.candidate = {"workdir": workdir, "problem_module": module, "threads_before": threads_before}
         try:
             compiled = backend_hook("backend_compile", candidate.backend)(candidate=candidate, device=self.device, workdir=workdir)
         except BaseException as exc:  # noqa: BLE001 - raising at import is a compile failure
             return error_reply("compile", exc)
         compile_s = time.perf_counter() - started
+        laps("compile")
         if compiled is None:
             return {
                 "ok": True,
@@ -128,6 +132,7 @@ class CandidateOps:
         except BaseException as exc:  # noqa: BLE001
             return error_reply("init", exc)
         self.candidate.update(compiled=compiled, model=model)
+        laps("instantiate")
         return {
             "ok": True,
             "failure": None,
@@ -135,6 +140,7 @@ class CandidateOps:
             "notes": list(compiled.notes),
             "threads_started": threading.active_count() - threads_before,
             "streams_created": streams_created() - streams_before,
+            "phases": laps.phases,
         }
 
     def op_trials(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,7 @@ class ExecutorOps:
         """Build the candidate's kernels and take its plans: ``{key: (plan, constants)}``."""
         from kz_core.backend import CompileFailure
         from kz_core.evaluate.plans import PlanError, Replay, validate_plan
+        from kz_core.evaluate.timing import Laps
         from kz_core.model import Candidate
 
         if self.role != "executor":
@@ -53,6 +54,7 @@ class ExecutorOps:
         workdir = Path(self.scratch_root) / "kernels"
         workdir.mkdir(exist_ok=True)
         started = time.perf_counter()
+        laps = Laps()  # diagnostics only; the request's time beyond them is its transfer
         try:
             kernels = backend_hook("backend_kernels", candidate.backend)(candidate=candidate, device=self.device, workdir=workdir)
         except BaseException as exc:  # noqa: BLE001 - a kernel that cannot be built
@@ -62,6 +64,7 @@ class ExecutorOps:
         if isinstance(kernels, CompileFailure):
             return {"ok": True, "failure": {"message": kernels.message, "log": kernels.log, "verdict": kernels.verdict.value, "line": kernels.line}}
         self.kernels = kernels
+        laps("build kernels")
         self.plans: dict[str, Any] = {}
         try:
             for key, (plan, constants) in request["plans"].items():
@@ -71,9 +74,11 @@ class ExecutorOps:
             return {"ok": True, "failure": {"message": f"the recorded plan is malformed: {exc}", "log": "", "verdict": "runtime_error", "line": None, "check": "not_replayable"}}
         except BaseException as exc:  # noqa: BLE001
             return error_reply("problem", exc)
+        laps("take plans")  # their constants placed on the device
         if self.device.startswith("cuda"):
             for replay in self.plans.values():
                 replay.precompile(kernels.precompile)
+        laps("precompile")
         # The checks' kernels were loaded when this executor started (Worker.warm_up_checks).
         # Last: the problem's code may be model-written, and loading it seals the shared
         # kernel caches (Worker.seal_shared_caches) that the builds above wrote.
@@ -81,7 +86,8 @@ class ExecutorOps:
             self.problem = self.problem_module(request["problem"])
         except BaseException as exc:  # noqa: BLE001
             return error_reply("problem", exc)
-        return {"ok": True, "failure": None, "seconds": time.perf_counter() - started, "notes": list(kernels.describe())}
+        laps("problem")
+        return {"ok": True, "failure": None, "seconds": time.perf_counter() - started, "notes": list(kernels.describe()), "phases": laps.phases}
 
     def op_add_plans(self, request: dict[str, Any]) -> dict[str, Any]:
         """More plans for the prepared candidate (fuzz examples at other sizes)."""
