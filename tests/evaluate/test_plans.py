@@ -531,6 +531,24 @@ def test_set_onto_a_storage_is_replayed_onto_the_same_memory(offset):
     torch.testing.assert_close(replay(fresh, provenance={}), flat(fresh), rtol=0, atol=0)
 
 
+@pytest.mark.gpu
+def test_gpu_an_lstm_on_cudnn_is_recorded_and_replayed():
+    """The forward the test above stands in for: nn.LSTM on a GPU, whose cuDNN path sets a
+    tensor onto its flat weight buffer's storage inside the forward."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(8, 16, 2, batch_first=True).cuda().eval()
+    x = torch.randn(3, 5, 8, device="cuda")
+    with torch.no_grad():
+        recorder = Recorder([x], 1 << 30)
+        plan = recorder.plan(recorder.call(lambda inputs: lstm(inputs)[0], [x]))
+        assert ["aten", "set_", "source_Tensor"] in [step.get("op") for step in plan["steps"]]
+        replay = Replay(plan, recorder.constants, lambda step, args, options: None, "cuda")
+        fresh = torch.randn(3, 5, 8, device="cuda")
+        torch.testing.assert_close(replay(fresh, provenance={}), lstm(fresh)[0])
+
+
 def test_ops_over_lists_of_tensors_are_never_light():
     """Written against the version before, which judged an op by each of its tensors:
     ``_foreach_add_`` over 4096 single-element views passed as one scalar epilogue
