@@ -294,16 +294,17 @@ def time_forward(
     # Whether the forward draws random numbers, found on the first call (a warm-up): from
     # then on each call draws from the generators as its inputs' draw left them, as the
     # reference's did (host work of microseconds, inside an events trial's time).
-    draws: list[bool] = []
+    draws = False
 
     def call(index: int) -> None:
+        nonlocal draws
         which = index % len(input_sets)
         if draws:
             _set_generator_states(drawn[which], device)
         before = _generator_states(device) if index == 0 else None
         last[which] = forward(*input_sets[which])
         if before is not None and not _same_generator_states(before, _generator_states(device)):
-            draws.append(True)
+            draws = True
             # Once more as the reference drew (a warm-up's output may be its set's last).
             _set_generator_states(drawn[which], device)
             last[which] = forward(*input_sets[which])
