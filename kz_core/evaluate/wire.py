@@ -13,6 +13,7 @@ evaluation; it moves bytes.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import math
 import mmap
@@ -155,7 +156,26 @@ def _recv_exactly(sock: socket.socket, size: int, deadline: float | None = None,
     return buffer
 
 
-def send_frame(sock: socket.socket, payload: bytes | bytearray | memoryview) -> None:
+class Encoded(list):
+    """A message as the buffers it is made of, sent one after another as one frame: a
+    large tensor's bytes are sent from its own memory, not first copied into one string
+    (which cost a worker two more copies of a recording's constants, gigabytes for
+    KernelBench's largest layers, while it held the GPU)."""
+
+    @property
+    def nbytes(self) -> int:
+        return sum(memoryview(part).nbytes for part in self)
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self)
+
+
+def send_frame(sock: socket.socket, payload: bytes | bytearray | memoryview | Encoded) -> None:
+    if isinstance(payload, Encoded):
+        sock.sendall(_LENGTH.pack(payload.nbytes))
+        for part in payload:
+            sock.sendall(part)
+        return
     sock.sendall(_LENGTH.pack(len(payload)))
     sock.sendall(payload)
 
@@ -175,20 +195,78 @@ def recv_frame(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES, me
 # --- parent -> worker: pickle ----------------------------------------------------------
 
 
+#: Tensors of at least this many bytes travel out of band: their bytes are sent from
+#: their own memory and received into the tensor the worker uses, not pickled (torch
+#: pickles a tensor through a copy made by ``torch.save``: about 0.2 GB/s, which made an
+#: executor's ``prepare`` of an 8 GiB layer's plans take half a minute).
+OUT_OF_BAND_BYTES = 1 << 20
+
+
+class _RequestPickler(pickle.Pickler):
+    """Pickle, with each large plain tensor's bytes as an out-of-band buffer."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        import torch
+
+        if type(obj) is not torch.Tensor or not _whole_plain_tensor(obj):
+            return NotImplemented
+        array = obj.detach().reshape(-1).view(torch.uint8).numpy()
+        return _tensor_from_buffer, (pickle.PickleBuffer(array), str(obj.dtype).removeprefix("torch."), tuple(obj.shape))
+
+
+def _whole_plain_tensor(tensor: Any) -> bool:
+    """A large, dense, contiguous CPU tensor that is all of its storage (so that nothing
+    pickle would keep of it, its offset, strides or storage, is lost), without autograd."""
+    import torch
+
+    return (
+        tensor.device.type == "cpu"
+        and tensor.layout == torch.strided
+        and not tensor.requires_grad
+        and not tensor.is_conj()
+        and not tensor.is_neg()
+        and str(tensor.dtype).removeprefix("torch.") in TENSOR_DTYPES
+        and tensor.nbytes >= OUT_OF_BAND_BYTES
+        and tensor.is_contiguous()
+        and tensor.storage_offset() == 0
+        and tensor.untyped_storage().nbytes() == tensor.nbytes
+    )
+
+
+def _tensor_from_buffer(buffer: Any, dtype: str, shape: tuple[int, ...]) -> Any:
+    import torch
+
+    return torch.frombuffer(buffer, dtype=torch.uint8).view(getattr(torch, dtype)).reshape(shape)
+
+
 def send_request(sock: socket.socket, request: dict[str, Any]) -> None:
-    send_frame(sock, pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
+    """A frame of the buffer count and the pickle, then a frame per out-of-band buffer."""
+    buffers: list[pickle.PickleBuffer] = []
+    stream = io.BytesIO()
+    _RequestPickler(stream, protocol=5, buffer_callback=buffers.append).dump(request)
+    send_frame(sock, Encoded([_LENGTH.pack(len(buffers)), stream.getbuffer()]))
+    for buffer in buffers:
+        send_frame(sock, buffer.raw())
 
 
 def recv_request(sock: socket.socket) -> dict[str, Any]:
-    return pickle.loads(recv_frame(sock, max_bytes=1 << 40))
+    frame = recv_frame(sock, max_bytes=1 << 40)
+    (count,) = _LENGTH.unpack_from(frame, 0)
+    buffers = []
+    for _ in range(count):  # from the parent, which the worker trusts: received into their whole size at once
+        (size,) = _LENGTH.unpack(_recv_exactly(sock, _LENGTH.size))
+        buffers.append(_recv_exactly(sock, size, into=bytearray(size)))
+    return pickle.loads(memoryview(frame)[_LENGTH.size :], buffers=buffers)
 
 
 # --- worker -> parent: JSON + tensor bytes ---------------------------------------------
 
 
-def encode_reply(reply: Any) -> bytes:
-    """Encode dicts/lists/tuples/str/int/float/bool/None and torch tensors, nothing else."""
-    blobs: list[bytes] = []
+def encode_reply(reply: Any) -> Encoded:
+    """Encode dicts/lists/tuples/str/int/float/bool/None and torch tensors, nothing else:
+    the message's parts, each tensor's bytes a view of its host copy (``bytes()`` of the
+    result is the whole message)."""
+    blobs: list[Any] = []
 
     def convert(value: Any) -> Any:
         import torch
@@ -198,8 +276,7 @@ def encode_reply(reply: Any) -> bytes:
             if dtype not in TENSOR_DTYPES:
                 raise TypeError(f"cannot send a tensor of dtype {value.dtype}")
             flat = value.detach().to("cpu").contiguous().reshape(-1)
-            data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-            blobs.append(data)
+            blobs.append(memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else b"")
             return {"__tensor__": len(blobs) - 1, "dtype": dtype, "shape": list(value.shape)}
         if isinstance(value, dict):
             return {"__dict__": [[convert(k), convert(v)] for k, v in value.items()]}
@@ -214,10 +291,10 @@ def encode_reply(reply: Any) -> bytes:
         raise TypeError(f"cannot send a value of type {type(value).__name__}")
 
     header = json.dumps(convert(reply)).encode("utf-8")
-    parts = [_LENGTH.pack(len(header)), header, _LENGTH.pack(len(blobs))]
+    parts = Encoded([_LENGTH.pack(len(header)), header, _LENGTH.pack(len(blobs))])
     for blob in blobs:
-        parts += [_LENGTH.pack(len(blob)), blob]
-    return b"".join(parts)
+        parts += [_LENGTH.pack(memoryview(blob).nbytes), blob]
+    return parts
 
 
 #: How deeply a reply's values may nest (kz's own replies nest a few levels; a JSON
@@ -233,7 +310,7 @@ MAX_HEADER_BYTES = 64 << 20
 MAX_CONTAINERS = 2_000_000
 
 
-def decode_reply(payload: bytes | bytearray | mmap.mmap) -> Any:
+def decode_reply(payload: bytes | bytearray | mmap.mmap | Encoded) -> Any:
     """Rebuild what :func:`encode_reply` encoded; raises WireError on anything else.
 
     Whatever the payload holds, the only exception is :class:`WireError` (a malformed
@@ -242,7 +319,7 @@ def decode_reply(payload: bytes | bytearray | mmap.mmap) -> Any:
     shape of ``[-1, -1]``). Each tensor's bytes are read once: a header naming one blob
     300 times made 300 copies of it in the parent."""
     if not isinstance(payload, (bytearray, mmap.mmap)):
-        payload = bytearray(payload)  # tensors are views of it, and torch writes tensors
+        payload = bytearray(bytes(payload) if isinstance(payload, Encoded) else payload)  # tensors are views of it, and torch writes tensors
     try:
         return _decode(memoryview(payload))
     except WireError:

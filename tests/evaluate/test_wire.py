@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pickle
 import socket
+import struct
+import threading
 
 import pytest
 import torch
@@ -71,7 +73,7 @@ def test_a_pickle_payload_is_refused_not_executed(tmp_path):
 
 
 def test_forged_tensor_headers_are_refused():
-    good = wire.encode_reply(torch.ones(4))
+    good = bytes(wire.encode_reply(torch.ones(4)))
     forged = good.replace(b'"float32"', b'"object"')
     with pytest.raises(wire.WireError):
         wire.decode_reply(forged)
@@ -248,3 +250,62 @@ def test_large_replies_past_the_budget_are_received_into_a_file_and_decode_the_s
     assert isinstance(gone.buffer(64 << 20), mmap.mmap)
     a.close()
     b.close()
+
+
+class _Collect:
+    """A socket's sending side that keeps what is sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def sendall(self, data) -> None:
+        self.sent.append(bytes(data))
+
+
+def test_a_request_s_large_tensors_travel_out_of_band_and_arrive_whole():
+    """Written against pickling them: torch pickles a tensor through a copy made by
+    ``torch.save`` (about 0.2 GB/s on this repository's machine), and an executor's
+    ``prepare`` of an 8 GiB layer's plans took half a minute on an H100. A large tensor
+    that is all of its storage goes as its own frame now; the others (small, a view, one
+    with autograd) are pickled as before, and every value arrives equal."""
+    big = torch.arange(1 << 19, dtype=torch.float32).reshape(512, 1024)  # 2 MiB
+    base = torch.arange(1 << 19, dtype=torch.float64)
+    view = base[3:1 << 18]  # part of a 4 MiB storage: pickled, offset and storage kept
+    grad = torch.ones(1 << 19, requires_grad=True)
+    request = {"op": "prepare", "plans": {"k": ({"steps": []}, {"c0": big, "c1": view, "c2": torch.ones(3, dtype=torch.int8), "c3": grad})}}
+    collect = _Collect()
+    wire.send_request(collect, request)
+    (header,) = struct.unpack(">Q", collect.sent[0])
+    assert header < (1 << 20) + (6 << 20)  # the 2 MiB tensor is not in it; the view's storage is
+    assert any(len(part) == big.nbytes for part in collect.sent)
+    left, right = socket.socketpair()
+    try:
+        threading.Thread(target=left.sendall, args=(b"".join(collect.sent),), daemon=True).start()
+        received = wire.recv_request(right)
+    finally:
+        left.close()
+        right.close()
+    constants = received["plans"]["k"][1]
+    assert torch.equal(constants["c0"], big) and constants["c0"].dtype == torch.float32
+    assert torch.equal(constants["c1"], view) and constants["c1"].storage_offset() == 3
+    assert torch.equal(constants["c2"], torch.ones(3, dtype=torch.int8))
+    assert constants["c3"].requires_grad and torch.equal(constants["c3"], grad)
+    constants["c0"].add_(1)  # the worker's tensors are writable, as pickled ones were
+    assert received["op"] == "prepare" and received["plans"]["k"][0] == {"steps": []}
+
+
+def test_a_reply_s_tensor_bytes_are_sent_from_the_tensor_not_copied_first():
+    """Written against ``tobytes`` and a join: a worker made two more copies of a
+    recording's constants (gigabytes for KernelBench's largest layers) while it held the
+    GPU. The encoded reply's parts view the host tensor; the frame decodes the same."""
+    tensor = torch.zeros(1024)
+    encoded = wire.encode_reply({"x": tensor})
+    tensor += 7
+    assert torch.equal(wire.decode_reply(encoded)["x"], torch.full((1024,), 7.0))
+    left, right = socket.socketpair()
+    try:
+        threading.Thread(target=wire.send_reply, args=(left, {"x": tensor, "ok": True}), daemon=True).start()
+        assert torch.equal(wire.recv_reply(right)["x"], tensor)
+    finally:
+        left.close()
+        right.close()
