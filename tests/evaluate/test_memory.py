@@ -591,23 +591,39 @@ def test_the_exclusive_holder_takes_the_gpu_lock_again_without_waiting_or_record
     assert stats["gpu exclusive"]["taken"] == 1 and stats["gpu shared"]["taken"] == 1
 
 
-def test_a_batch_runs_problems_in_hash_order_with_each_problems_candidates_together():
+def test_a_batch_runs_problems_in_hash_order_two_at_a_time_their_candidates_alternating():
     """Written against name order: KernelBench's activations (19_ReLU ... 32_HardTanh,
     12.8 GB a call each) ran side by side and all waited for the same GPU memory. The
-    order is by content hash, which spreads a family's problems through the batch."""
+    order is by content hash, which spreads a family's problems through the batch.
+
+    Then against each problem's candidates all together: a sweep's eight candidates of
+    one large problem waited for its GPU memory one after another while nothing else ran.
+    Two problems' candidates now alternate (a problem with more candidates than its pair
+    finishes alone); one candidate per problem keeps the hash order."""
     from kz_core.evaluate import Evaluator
+    from kz_core.evaluate.evaluator import PROBLEMS_TOGETHER
     from kz_core.model import Candidate
     from kz_core.problems import load_problems
 
     from .conftest import eval_config
 
     problems = load_problems("examples").problems
-    candidates = [Candidate(problem=p.name, backend="triton", code="", sample_id=str(i)) for i in range(2) for p in problems]
+    assert PROBLEMS_TOGETHER == 2 and len(problems) >= 3
+    by_hash = sorted(problems, key=lambda p: p.content_hash)
+    counts = {p.name: 3 if p is by_hash[0] else 2 for p in problems}
+    candidates = [Candidate(problem=p.name, backend="triton", code="", sample_id=str(i)) for i in range(3) for p in problems if i < counts[p.name]]
     with Evaluator(problems, eval_config("eval.workers=1")) as evaluator:
         order = evaluator.schedule(candidates)
-    by_hash = sorted(problems, key=lambda p: p.content_hash)
-    assert [candidates[i].problem for i in order] == [p.name for p in by_hash for _ in range(2)]
-    assert [candidates[i].sample_id for i in order] == ["0", "1"] * len(problems)
+        singles = evaluator.schedule([Candidate(problem=p.name, backend="triton", code="", sample_id="0") for p in problems])
+    a, b = by_hash[0].name, by_hash[1].name
+    started = [(candidates[i].problem, candidates[i].sample_id) for i in order]
+    assert started[:5] == [(a, "0"), (b, "0"), (a, "1"), (b, "1"), (a, "2")]
+    assert sorted(order) == list(range(len(candidates)))
+    rest = [name for name, _ in started[5:]]
+    assert set(rest) == {p.name for p in by_hash[2:]}
+    if len(by_hash) >= 4:
+        assert rest[:4] == [by_hash[2].name, by_hash[3].name] * 2
+    assert [problems[i].name for i in singles] == [p.name for p in by_hash]
     assert [p.name for p in by_hash] != sorted(p.name for p in problems)  # else this test shows nothing
 
 
