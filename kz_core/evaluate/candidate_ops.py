@@ -219,7 +219,7 @@ class CandidateOps:
                     # from call to call shows here (the parent compares the two plans).
                     gap_calls(lambda: self._run(model, inputs), int(request["gap"]), float(request.get("gap_s") or 0.0))
                     laps("gap calls")
-                    again = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
+                    again = Recorder(inputs, request.get("max_constant_bytes", 4 << 30), keep_constants=False)  # compared, not replayed
                     entry["again"] = again.plan(again.call(lambda *xs: self._run(model, list(xs)), inputs))
                     laps("recorded calls")
                 plans[key] = entry

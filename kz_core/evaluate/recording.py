@@ -211,10 +211,15 @@ def without_dynamo_import(mode: type) -> type:
 class Recorder(TorchDispatchMode):
     """Records one forward call (use :meth:`call`)."""
 
-    def __init__(self, inputs: Sequence[Any], max_constant_bytes: int):
+    def __init__(self, inputs: Sequence[Any], max_constant_bytes: int, keep_constants: bool = True):
+        """:param keep_constants: copy each constant to the host (a plan to replay); when
+            False, a recording only compared with another keeps their shapes, on torch's
+            meta device (a second recording of a 4 GiB layer copied it to the host again,
+            under the GPU's shared hold)."""
         super().__init__()
         self.steps: list[dict[str, Any]] = []
         self.constants: list[torch.Tensor] = []
+        self.keep_constants = keep_constants
         #: The constants that lived in host memory (the rest lived on the forward's device):
         #: a replay keeps them there, as the forward computed with them.
         self.host_constants: list[int] = []
@@ -318,7 +323,7 @@ class Recorder(TorchDispatchMode):
                 # workspace): the whole storage is the constant, and this view and every
                 # later one of it are re-made on it with their own sizes, strides and offsets.
                 data = torch.empty(0, dtype=data.dtype, device=data.device).set_(data.untyped_storage(), 0, (size // data.element_size(),), (1,))
-            copy = data.to("cpu", copy=True).contiguous()
+            copy = data.to("cpu", copy=True).contiguous() if self.keep_constants else torch.empty(data.shape, dtype=data.dtype, device="meta")
         index = len(self.constants)
         self.constants.append(copy)
         if data.device.type == "cpu":

@@ -1242,3 +1242,26 @@ def test_a_plan_names_only_dispatcher_operators_none_composite_and_a_recording_d
     replay = Replay(plan, recorder.constants, lambda *a: None, "cpu")
     fresh = torch.randn(2, 3, 8)
     torch.testing.assert_close(replay(fresh), (fresh.reshape(-1, 8) @ weight.T).double())
+
+
+def test_a_recording_only_compared_keeps_its_constants_shapes_not_their_bytes():
+    """The second recording of a call (compared with the first for work that changes from
+    call to call, never replayed) copied every constant to the host again: a 4 GiB layer's
+    twice more per candidate, under the GPU's shared hold. It keeps their shapes on torch's
+    meta device now, and its plan is the one a kept recording makes."""
+    from kz_core.evaluate.plans import plan_drift
+
+    layer = torch.nn.Linear(32, 16)
+    half = layer.weight.detach()[:8]  # a view of part of a storage: its whole storage is the constant
+    x = torch.randn(4, 32)
+
+    def forward(x):
+        return layer(x) + half.sum()
+
+    kept, compared = Recorder([x], 1 << 20), Recorder([x], 1 << 20, keep_constants=False)
+    first, second = kept.plan(kept.call(forward, [x])), compared.plan(compared.call(forward, [x]))
+    assert plan_drift(first, second) == "" and first == second
+    assert [c.device.type for c in kept.constants] == ["cpu"] * len(kept.constants) and kept.constants
+    assert [c.device.type for c in compared.constants] == ["meta"] * len(compared.constants)
+    assert [(c.shape, c.dtype) for c in compared.constants] == [(c.shape, c.dtype) for c in kept.constants]
+    assert compared.constant_bytes == kept.constant_bytes  # still counted against the limit
