@@ -13,6 +13,7 @@ evaluation; it moves bytes.
 from __future__ import annotations
 
 import base64
+import ctypes
 import io
 import json
 import math
@@ -133,7 +134,7 @@ def configure_reply_memory(budget_bytes: int | None = None, spill_dir: str | Non
     return REPLY_MEMORY
 
 
-def _recv_exactly(sock: socket.socket, size: int, deadline: float | None = None, into: bytearray | mmap.mmap | None = None) -> bytearray | mmap.mmap:
+def _recv_exactly(sock: socket.socket, size: int, deadline: float | None = None, into: bytearray | mmap.mmap | memoryview | None = None) -> bytearray | mmap.mmap | memoryview:
     """``size`` bytes, before ``deadline`` (``time.monotonic()``) when one is given: a
     socket's timeout bounds each ``recv`` alone, and a reply trickled a byte at a time
     would restart it with every byte (round 26b: a 20 s limit held a batch for hours).
@@ -203,15 +204,20 @@ OUT_OF_BAND_BYTES = 1 << 20
 
 
 class _RequestPickler(pickle.Pickler):
-    """Pickle, with each large plain tensor's bytes as an out-of-band buffer."""
+    """Pickle, with each large plain tensor replaced by its number in ``tensors``, whose
+    bytes follow the pickle as frames of their own."""
+
+    def __init__(self, file: Any) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.tensors: list[Any] = []
 
     def reducer_override(self, obj: Any) -> Any:
         import torch
 
         if type(obj) is not torch.Tensor or not _whole_plain_tensor(obj):
             return NotImplemented
-        array = obj.detach().reshape(-1).view(torch.uint8).numpy()
-        return _tensor_from_buffer, (pickle.PickleBuffer(array), str(obj.dtype).removeprefix("torch."), tuple(obj.shape))
+        self.tensors.append(obj)
+        return _received_tensor, (len(self.tensors) - 1, str(obj.dtype).removeprefix("torch."), tuple(obj.shape))
 
 
 def _whole_plain_tensor(tensor: Any) -> bool:
@@ -233,30 +239,52 @@ def _whole_plain_tensor(tensor: Any) -> bool:
     )
 
 
-def _tensor_from_buffer(buffer: Any, dtype: str, shape: tuple[int, ...]) -> Any:
+#: The tensors of the request being unpickled in this thread (their bytes, received).
+_RECEIVING = threading.local()
+
+
+def _received_tensor(index: int, dtype: str, shape: tuple[int, ...]) -> Any:
     import torch
 
-    return torch.frombuffer(buffer, dtype=torch.uint8).view(getattr(torch, dtype)).reshape(shape)
+    return _RECEIVING.tensors[index].view(getattr(torch, dtype)).reshape(shape)
 
 
 def send_request(sock: socket.socket, request: dict[str, Any]) -> None:
-    """A frame of the buffer count and the pickle, then a frame per out-of-band buffer."""
-    buffers: list[pickle.PickleBuffer] = []
+    """A frame of the tensor count and the pickle, then a frame of each large tensor's bytes."""
     stream = io.BytesIO()
-    _RequestPickler(stream, protocol=5, buffer_callback=buffers.append).dump(request)
-    send_frame(sock, Encoded([_LENGTH.pack(len(buffers)), stream.getbuffer()]))
-    for buffer in buffers:
-        send_frame(sock, buffer.raw())
+    pickler = _RequestPickler(stream)
+    pickler.dump(request)
+    send_frame(sock, Encoded([_LENGTH.pack(len(pickler.tensors)), stream.getbuffer()]))
+    for tensor in pickler.tensors:
+        send_frame(sock, memoryview(tensor.detach().reshape(-1).view(_uint8()).numpy()))
 
 
 def recv_request(sock: socket.socket) -> dict[str, Any]:
+    import torch
+
     frame = recv_frame(sock, max_bytes=1 << 40)
     (count,) = _LENGTH.unpack_from(frame, 0)
-    buffers = []
-    for _ in range(count):  # from the parent, which the worker trusts: received into their whole size at once
+    tensors = []
+    for _ in range(count):
+        # From the parent, which the worker trusts: received at once into memory of their
+        # whole size, torch's own (a constant's storage stays resizable, as a pickled one's).
         (size,) = _LENGTH.unpack(_recv_exactly(sock, _LENGTH.size))
-        buffers.append(_recv_exactly(sock, size, into=bytearray(size)))
-    return pickle.loads(memoryview(frame)[_LENGTH.size :], buffers=buffers)
+        tensor = torch.empty(size, dtype=torch.uint8)
+        # Its memory as a buffer that holds no reference to the storage (a NumPy view would,
+        # until the garbage collector ran, and kept the storage from being resized).
+        _recv_exactly(sock, size, into=memoryview((ctypes.c_char * size).from_address(tensor.data_ptr())).cast("B"))
+        tensors.append(tensor)
+    _RECEIVING.tensors = tensors
+    try:
+        return pickle.loads(memoryview(frame)[_LENGTH.size :])
+    finally:
+        _RECEIVING.tensors = []
+
+
+def _uint8() -> Any:
+    import torch
+
+    return torch.uint8
 
 
 # --- worker -> parent: JSON + tensor bytes ---------------------------------------------

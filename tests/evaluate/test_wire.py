@@ -290,7 +290,8 @@ def test_a_request_s_large_tensors_travel_out_of_band_and_arrive_whole():
     assert torch.equal(constants["c1"], view) and constants["c1"].storage_offset() == 3
     assert torch.equal(constants["c2"], torch.ones(3, dtype=torch.int8))
     assert constants["c3"].requires_grad and torch.equal(constants["c3"], grad)
-    constants["c0"].add_(1)  # the worker's tensors are writable, as pickled ones were
+    constants["c0"].add_(1)  # the worker's tensors are writable, as pickled ones were,
+    constants["c0"].resize_(1024, 1024)  # and their storage resizable (a forward may resize_ a buffer)
     assert received["op"] == "prepare" and received["plans"]["k"][0] == {"steps": []}
 
 
