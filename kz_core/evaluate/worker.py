@@ -96,6 +96,9 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
 
         set_tf32(bool(init.get("tf32", False)))
         torch.set_grad_enabled(False)
+        from kz_core.evaluate.recording import dispatch_inductor_helpers
+
+        dispatch_inductor_helpers()  # before any candidate's code binds them
         self.baseline_flags = global_flags()
         from kz_core.plugins import get_plugin_manager
 

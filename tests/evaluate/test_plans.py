@@ -1265,3 +1265,36 @@ def test_a_recording_only_compared_keeps_its_constants_shapes_not_their_bytes():
     assert [c.device.type for c in compared.constants] == ["meta"] * len(compared.constants)
     assert [(c.shape, c.dtype) for c in compared.constants] == [(c.shape, c.dtype) for c in kept.constants]
     assert compared.constant_bytes == kept.constant_bytes  # still counted against the limit
+
+
+def test_inductor_s_helpers_that_bypass_the_dispatcher_are_recorded_once_replaced(monkeypatch):
+    """KernelBook's and KernelLLM's kernels bind ``empty_strided_cuda`` and
+    ``reinterpret_tensor`` from ``torch._C._dynamo.guards``, which make tensors without
+    torch's dispatcher: a recording took the buffer a kernel wrote and the view returned
+    for constants, and an honest kernel was rejected (tests/honest/*_inductor_guards_helpers.py).
+    Workers replace them with dispatched equivalents before any candidate loads."""
+    from kz_core.evaluate.recording import INDUCTOR_HELPERS, dispatch_inductor_helpers
+
+    guards = torch._C._dynamo.guards
+    for name in INDUCTOR_HELPERS:  # restored after the test
+        if hasattr(guards, name):
+            monkeypatch.setattr(guards, name, getattr(guards, name))
+    x = torch.randn(3, 5)
+
+    def forward(x):
+        buffer = guards._empty_strided_cpu((16,), (1,), torch.float32)
+        torch.mul(x.reshape(-1), 2, out=guards._reinterpret_tensor(buffer, (15,), (1,), 1))
+        return guards._reinterpret_tensor(buffer, (3, 5), (5, 1), 1)
+
+    before = Recorder([x], 1 << 20)
+    before.plan(before.call(forward, [x]))
+    assert before.constants, "the undispatched buffer was not taken for a constant: this test shows nothing"
+    assert {"_empty_strided_cpu", "_reinterpret_tensor"} <= set(dispatch_inductor_helpers())
+    recorder = Recorder([x], 1 << 20)
+    plan = recorder.plan(recorder.call(forward, [x]))
+    assert recorder.constants == []
+    labels = [step["op"][1] for step in plan["steps"] if step["kind"] == "op"]
+    assert "empty_strided" in labels and labels.count("as_strided") == 2
+    other = torch.randn(3, 5)
+    output = Replay(plan, recorder.constants, None, "cpu")(other)
+    assert torch.equal(output, other * 2) and output.storage_offset() == 1
