@@ -97,6 +97,11 @@ class _Unreplayable(Exception):
 
 #: Problems whose candidates :meth:`Evaluator.schedule` interleaves.
 PROBLEMS_TOGETHER = 2
+#: The last attempt of a candidate that ran out of GPU memory: with the GPU to itself.
+LAST_ALONE = 2
+#: Once a candidate of a problem needed its last attempt, the problem's next this many
+#: candidates start there (a sweep's other seven; a GRPO group's); then it learns again.
+ALONE_AFTER = 7
 
 
 class EvaluatorError(KzError, RuntimeError):
@@ -283,6 +288,11 @@ class Evaluator:
         # Set in a thread evaluating a candidate again after the GPU ran out of memory:
         # its reservations take the whole budget.
         self._alone = threading.local()
+        #: Problems whose next candidates start with the GPU to themselves, and how many
+        #: more do (``evaluate_one``): on an H100 each of ``38_L1Norm_``'s eight
+        #: candidates in a sweep ran out of memory twice before its third attempt, alone,
+        #: passed.
+        self._alone_problems: dict[str, int] = {}
         self._timing = TimingSettings(
             warmup_ms=self.config.warmup_ms,
             min_trials=self.config.min_trials if self.device != "cpu" else self.config.cpu_timing_trials,
@@ -590,18 +600,32 @@ class Evaluator:
                 self.journal.put(key, result)
             return result
         with self._host.shared():
-            result = self._guarded(candidate)
+            # A problem one of whose candidates ran out of GPU memory until it had the GPU
+            # to itself: the others start there, not with two attempts that run out again.
+            with self._counts_lock:
+                left = self._alone_problems.get(candidate.problem, 0)
+                if left:
+                    self._alone_problems[candidate.problem] = left - 1
+            start = LAST_ALONE if left else 0
+            self._alone.on = start
+            try:
+                result = self._guarded(candidate)
+            finally:
+                self._alone.on = 0
+            if start:
+                why = f"evaluated with the GPU to itself from its first attempt: an earlier candidate of {candidate.problem} ran out of GPU memory until it had it"
+                result = attrs.evolve(result, findings=result.findings + (Finding("gpu_memory", why, Severity.INFO),))
             # Other candidates' memory, or this one's own? Once more with the whole GPU
             # memory budget, and if that runs out too, a last time with the GPU to itself:
             # an honest kernel is never failed for what its neighbours held, and one that
             # runs out of memory alone is failed as before.
             attempts = (
                 (1, "evaluated again with the GPU's memory to itself: the first attempt ran out of GPU memory"),
-                (2, "evaluated a third time with the GPU to itself (no other candidate's work beside it, idle workers ended): "
+                (LAST_ALONE, "evaluated a third time with the GPU to itself (no other candidate's work beside it, idle workers ended): "
                  "the second attempt ran out of GPU memory too"),
             )
             for level, why in attempts:
-                if not ran_out_of_gpu_memory(result):
+                if level <= start or not ran_out_of_gpu_memory(result):
                     break
                 logger.info("{}/{} ran out of GPU memory; evaluating it again alone (attempt {})", candidate.problem, candidate.sample_id, level + 1)
                 self._alone.on = level
@@ -610,6 +634,9 @@ class Evaluator:
                 finally:
                     self._alone.on = 0
                 result = attrs.evolve(result, findings=result.findings + (Finding("gpu_memory", why, Severity.INFO),))
+                if level == LAST_ALONE and not ran_out_of_gpu_memory(result):
+                    with self._counts_lock:
+                        self._alone_problems[candidate.problem] = ALONE_AFTER
         if ended_for_workers_memory(result):
             # The kernel chose this candidate's worker when all the workers together went
             # over their limit: it held among the most, but its neighbours' memory may have

@@ -430,6 +430,7 @@ def test_a_candidate_that_met_a_full_gpu_is_evaluated_again_alone(tmp_path):
             "evaluated a third time with the GPU to itself (no other candidate's work beside it, idle workers ended): "
             "the second attempt ran out of GPU memory too"
         ]
+        evaluator._alone_problems.clear()  # as after ALONE_AFTER more candidates: the problem starts from the first attempt again
         attempts, result = _evaluated(evaluator, [failed, failed, failed, failed])
         assert result.verdict is Verdict.RUNTIME_ERROR
         assert attempts == [0, 1, 2]  # twice more, not forever
@@ -657,3 +658,49 @@ def test_eval_in_flight_runs_that_many_candidates_at_once_with_one_worker():
             assert evaluator.in_flight == expected and evaluator._executor_pool.size == executors
             evaluator.evaluate(candidates)
             assert most[0] == expected
+
+
+def test_a_problem_whose_candidate_needed_the_gpu_to_itself_starts_its_next_ones_there(tmp_path):
+    """Written against each candidate finding it out for itself: in a sweep on an H100
+    each of ``38_L1Norm_``'s eight candidates ran out of GPU memory twice (16 attempts
+    lost) before its third attempt, with the GPU to itself, passed. Once one needed that,
+    the problem's next ``ALONE_AFTER`` candidates start there; those of other problems do
+    not, and after them the problem starts from the first attempt again."""
+    from kz_core.evaluate.evaluator import ALONE_AFTER, LAST_ALONE
+    from kz_core.model import Candidate, EvalResult, Finding, Verdict
+
+    oom = Finding("runtime_error", "OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.")
+
+    def result(problem, verdict, findings=()):
+        return EvalResult(problem=problem, sample_id="s", backend="triton", verdict=verdict, findings=findings)
+
+    with _one_problem_evaluator(tmp_path) as evaluator:
+        levels: list[tuple[str, int]] = []
+        outcomes: dict[str, list] = {}
+
+        def fake(candidate, compile_only=False):
+            levels.append((candidate.sample_id, evaluator._alone_level()))
+            return outcomes[candidate.sample_id].pop(0)
+
+        evaluator._evaluate = fake
+        outcomes["first"] = [result("p", Verdict.RUNTIME_ERROR, (oom,)), result("p", Verdict.RUNTIME_ERROR, (oom,)), result("p", Verdict.CORRECT)]
+        outcomes["second"] = [result("p", Verdict.CORRECT)]
+        outcomes["other"] = [result("q", Verdict.CORRECT)]
+        first = evaluator.evaluate_one(Candidate("p", "triton", "", "first"))
+        second = evaluator.evaluate_one(Candidate("p", "triton", "", "second"))
+        other = evaluator.evaluate_one(Candidate("q", "triton", "", "other"))
+        assert levels == [("first", 0), ("first", 1), ("first", LAST_ALONE), ("second", LAST_ALONE), ("other", 0)]
+        assert first.verdict is second.verdict is Verdict.CORRECT
+        assert [f.check for f in second.findings] == ["gpu_memory"] and "from its first attempt" in second.findings[0].message
+        assert not [f for f in other.findings if f.check == "gpu_memory"]
+        # Alone from the start and out of memory still: failed, as a last attempt is.
+        outcomes["third"] = [result("p", Verdict.RUNTIME_ERROR, (oom,))]
+        assert evaluator.evaluate_one(Candidate("p", "triton", "", "third")).verdict is Verdict.RUNTIME_ERROR
+        assert levels[-1] == ("third", LAST_ALONE)
+        for number in range(ALONE_AFTER - 2):  # the rest of them
+            outcomes[f"n{number}"] = [result("p", Verdict.CORRECT)]
+            evaluator.evaluate_one(Candidate("p", "triton", "", f"n{number}"))
+            assert levels[-1] == (f"n{number}", LAST_ALONE)
+        outcomes["after"] = [result("p", Verdict.CORRECT)]
+        evaluator.evaluate_one(Candidate("p", "triton", "", "after"))
+        assert levels[-1] == ("after", 0)
