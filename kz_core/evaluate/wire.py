@@ -1,6 +1,7 @@
 """Messages between the evaluator and its worker processes, over a socket.
 
-Parent to worker: pickle (the worker trusts the parent). Worker to parent: never pickle.
+Parent to worker: pickle (the worker trusts the parent), with each large tensor's bytes in
+a frame of its own after it. Worker to parent: never pickle.
 A worker has run model-written code, so anything it sends is untrusted; unpickling it in
 the parent would let that code run there. Workers reply with a JSON header and raw tensor
 bytes instead: :func:`decode_reply` only builds dicts, lists, numbers, strings and plain
@@ -251,12 +252,14 @@ def _received_tensor(index: int, dtype: str, shape: tuple[int, ...]) -> Any:
 
 def send_request(sock: socket.socket, request: dict[str, Any]) -> None:
     """A frame of the tensor count and the pickle, then a frame of each large tensor's bytes."""
+    import torch
+
     stream = io.BytesIO()
     pickler = _RequestPickler(stream)
     pickler.dump(request)
     send_frame(sock, Encoded([_LENGTH.pack(len(pickler.tensors)), stream.getbuffer()]))
     for tensor in pickler.tensors:
-        send_frame(sock, memoryview(tensor.detach().reshape(-1).view(_uint8()).numpy()))
+        send_frame(sock, memoryview(tensor.detach().reshape(-1).view(torch.uint8).numpy()))
 
 
 def recv_request(sock: socket.socket) -> dict[str, Any]:
@@ -279,12 +282,6 @@ def recv_request(sock: socket.socket) -> dict[str, Any]:
         return pickle.loads(memoryview(frame)[_LENGTH.size :])
     finally:
         _RECEIVING.tensors = []
-
-
-def _uint8() -> Any:
-    import torch
-
-    return torch.uint8
 
 
 # --- worker -> parent: JSON + tensor bytes ---------------------------------------------
