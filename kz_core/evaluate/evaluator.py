@@ -289,8 +289,8 @@ class Evaluator:
         # its reservations take the whole budget.
         self._alone = threading.local()
         #: Problems whose next candidates start with the GPU to themselves, and how many
-        #: more do (``evaluate_one``): on an H100 each of ``38_L1Norm_``'s eight
-        #: candidates in a sweep ran out of memory twice before its third attempt, alone,
+        #: more do (``evaluate_one``): on an H100 each of ``38_L1Norm_``'s
+        #: candidates a sweep reached ran out of memory twice before its third attempt, alone,
         #: passed.
         self._alone_problems: dict[str, int] = {}
         self._timing = TimingSettings(

@@ -662,8 +662,8 @@ def test_eval_in_flight_runs_that_many_candidates_at_once_with_one_worker():
 
 def test_a_problem_whose_candidate_needed_the_gpu_to_itself_starts_its_next_ones_there(tmp_path):
     """Written against each candidate finding it out for itself: in a sweep on an H100
-    each of ``38_L1Norm_``'s eight candidates ran out of GPU memory twice (16 attempts
-    lost) before its third attempt, with the GPU to itself, passed. Once one needed that,
+    each of the six ``38_L1Norm_`` candidates it reached ran out of GPU memory twice (12
+    attempts lost) before its third attempt, with the GPU to itself, passed. Once one needed that,
     the problem's next ``ALONE_AFTER`` candidates start there; those of other problems do
     not, and after them the problem starts from the first attempt again."""
     from kz_core.evaluate.evaluator import ALONE_AFTER, LAST_ALONE
