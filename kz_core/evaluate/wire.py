@@ -263,12 +263,12 @@ def send_request(sock: socket.socket, request: dict[str, Any]) -> None:
 
 
 def recv_request(sock: socket.socket) -> dict[str, Any]:
-    import torch
-
     frame = recv_frame(sock, max_bytes=1 << 40)
     (count,) = _LENGTH.unpack_from(frame, 0)
     tensors = []
     for _ in range(count):
+        import torch
+
         # From the parent, which the worker trusts: received at once into memory of their
         # whole size, torch's own (a constant's storage stays resizable, as a pickled one's).
         (size,) = _LENGTH.unpack(_recv_exactly(sock, _LENGTH.size))
