@@ -32,6 +32,9 @@
 # The evaluator's GPU checks in one call (the suites, then every cheat once as a table):
 #   KZ_TESTS_PATHS="tests/evaluate/test_gpu.py tests/evaluate/test_honest.py" KZ_TESTS_S_test_gpu=270 \
 #     benchmarks/gpu_session.sh setup tests cheat-table
+# Every level 2 and 3 problem once at published sizes, and the sweep's large models (issue 19):
+#   benchmarks/gpu_session.sh setup published              (KZ_PUBLISHED_IDS=... for the rest of a cut run)
+#   benchmarks/gpu_session.sh setup large-models sweep
 # Stage time limits (seconds) come from KZ_<STAGE>_S, e.g. KZ_COEVOLVE_S=420.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
@@ -199,6 +202,17 @@ for what in "$@"; do
     sweep)  # issue 19's sweep: KernelBench levels 1-3, 8 candidates per problem, cold
       KZ_CACHE_DIR=$(mktemp -d) stage sweep timeout "${KZ_SWEEP_S:-590}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --levels "${KZ_SWEEP_LEVELS:-1,2,3}" --samples "${KZ_SWEEP_SAMPLES:-8}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 --out "$OUT/sweep.json" ;;
+    published)  # every KernelBench level 2 and 3 problem once at published sizes, its reference as its candidate
+      # (the forty-fourth session: 150 of 150 correct on an H100, in two calls: KZ_PUBLISHED_IDS picks some)
+      KZ_CACHE_DIR=$(mktemp -d) stage published timeout "${KZ_PUBLISHED_S:-560}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
+        --levels "${KZ_PUBLISHED_LEVELS:-2,3}" --samples 1 ${KZ_PUBLISHED_IDS:+--ids "$KZ_PUBLISHED_IDS"} --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 --out "$OUT/published.json" ;;
+    large-models)  # the sweep's large models (4-8 GiB of parameters), 8 candidates each, cold: their compile
+      # stages hold the GPU shared while the candidate's code loads and records them (the forty-fourth session's sweep)
+      for level in 2 3; do
+        ids=$([ "$level" = 2 ] && echo "${KZ_LARGE_IDS_2:-55,56,59}" || echo "${KZ_LARGE_IDS_3:-1,2,33}")
+        KZ_CACHE_DIR=$(mktemp -d) stage "large_models_l$level" timeout "${KZ_LARGE_S:-280}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
+          --levels "$level" --ids "$ids" --samples "${KZ_LARGE_SAMPLES:-8}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 --out "$OUT/large_models_l$level.json"
+      done ;;
     # Ray on the GPU machine (issue 19 item 4), its wheel in two parts (benchmarks/ray_wheels.sh):
     # ray-p1 in a call carrying .ray/p1, then setup ray-setup ray-bench in one carrying .ray/p2.
     ray-p1) mkdir -p "$HOME/ray-wheel" && cp .ray/p1/* "$HOME/ray-wheel/" && ls -la "$HOME/ray-wheel" ;;
