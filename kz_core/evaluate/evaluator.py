@@ -525,18 +525,22 @@ class Evaluator:
                 raise
         return results  # type: ignore[return-value]
 
-    def schedule(self, candidates: Sequence[Candidate]) -> list[int]:
+    def schedule(self, candidates: Sequence[Candidate], together: int | None = None) -> list[int]:
         """The order in which :meth:`evaluate` starts ``candidates`` (their indices).
 
         Problems in the order of their content hashes, not their names: problems of one
         family are named alike (KernelBench's activations, each moving 12.8 GB a call),
-        and side by side they all wait for the same GPU memory. Problems are taken
-        :data:`PROBLEMS_TOGETHER` at a time, their candidates alternating: each problem's
-        reference is still computed once and its worker kept, but the candidates in
-        flight are not all of one problem (a sweep's eight of one large problem waited
-        for its GPU memory one after another while nothing else ran: 1,229 s of waits in
-        a 452 s run on an H100).
+        and side by side they all wait for the same GPU memory. On a GPU, problems are
+        taken ``together`` (:data:`PROBLEMS_TOGETHER`) at a time, their candidates
+        alternating: each problem's reference is still computed once and its worker
+        kept, but the candidates in flight are not all of one problem (a sweep's eight of
+        one large problem waited for its GPU memory one after another: 1,229 s of waits
+        in a 452 s run on an H100; not yet measured since). On a CPU, where nothing waits
+        for memory, a problem's candidates stay together (alternating took 6 % longer
+        there on the example problems).
         """
+        if together is None:
+            together = PROBLEMS_TOGETHER if self.device != "cpu" else 1
         groups: dict[str, list[int]] = {}
         for index, candidate in enumerate(candidates):
             groups.setdefault(candidate.problem, []).append(index)
@@ -547,10 +551,10 @@ class Evaluator:
 
         names = sorted(groups, key=rank)
         order: list[int] = []
-        for start in range(0, len(names), PROBLEMS_TOGETHER):
-            together = [groups[name] for name in names[start : start + PROBLEMS_TOGETHER]]
-            for turn in range(max(len(group) for group in together)):
-                order += [group[turn] for group in together if turn < len(group)]
+        for start in range(0, len(names), together):
+            taken = [groups[name] for name in names[start : start + together]]
+            for turn in range(max(len(group) for group in taken)):
+                order += [group[turn] for group in taken if turn < len(group)]
         return order
 
     async def evaluate_async(self, candidates: Sequence[Candidate], progress: Callable[[EvalResult], None] | None = None) -> list[EvalResult]:

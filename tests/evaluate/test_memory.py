@@ -599,8 +599,9 @@ def test_a_batch_runs_problems_in_hash_order_two_at_a_time_their_candidates_alte
 
     Then against each problem's candidates all together: a sweep's eight candidates of
     one large problem waited for its GPU memory one after another while nothing else ran.
-    Two problems' candidates now alternate (a problem with more candidates than its pair
-    finishes alone); one candidate per problem keeps the hash order."""
+    On a GPU two problems' candidates now alternate (a problem with more candidates than
+    its pair finishes alone); one candidate per problem keeps the hash order; on a CPU a
+    problem's candidates stay together."""
     from kz_core.evaluate import Evaluator
     from kz_core.evaluate.evaluator import PROBLEMS_TOGETHER
     from kz_core.model import Candidate
@@ -614,8 +615,10 @@ def test_a_batch_runs_problems_in_hash_order_two_at_a_time_their_candidates_alte
     counts = {p.name: 3 if p is by_hash[0] else 2 for p in problems}
     candidates = [Candidate(problem=p.name, backend="triton", code="", sample_id=str(i)) for i in range(3) for p in problems if i < counts[p.name]]
     with Evaluator(problems, eval_config("eval.workers=1")) as evaluator:
-        order = evaluator.schedule(candidates)
-        singles = evaluator.schedule([Candidate(problem=p.name, backend="triton", code="", sample_id="0") for p in problems])
+        order = evaluator.schedule(candidates, together=PROBLEMS_TOGETHER)  # a GPU's
+        singles = evaluator.schedule([Candidate(problem=p.name, backend="triton", code="", sample_id="0") for p in problems], together=PROBLEMS_TOGETHER)
+        on_the_cpu = evaluator.schedule(candidates)
+    assert [candidates[i].problem for i in on_the_cpu] == [p.name for p in by_hash for _ in range(counts[p.name])]
     a, b = by_hash[0].name, by_hash[1].name
     started = [(candidates[i].problem, candidates[i].sample_id) for i in order]
     assert started[:5] == [(a, "0"), (b, "0"), (a, "1"), (b, "1"), (a, "2")]
