@@ -611,11 +611,7 @@ class Evaluator:
                 if left:
                     self._alone_problems[candidate.problem] = left - 1
             start = LAST_ALONE if left else 0
-            self._alone.on = start
-            try:
-                result = self._guarded(candidate)
-            finally:
-                self._alone.on = 0
+            result = self._guarded_at(candidate, start)
             if start:
                 why = f"evaluated with the GPU to itself from its first attempt: an earlier candidate of {candidate.problem} ran out of GPU memory until it had it"
                 result = attrs.evolve(result, findings=result.findings + (Finding("gpu_memory", why, Severity.INFO),))
@@ -632,11 +628,7 @@ class Evaluator:
                 if level <= start or not ran_out_of_gpu_memory(result):
                     break
                 logger.info("{}/{} ran out of GPU memory; evaluating it again alone (attempt {})", candidate.problem, candidate.sample_id, level + 1)
-                self._alone.on = level
-                try:
-                    result = self._guarded(candidate)
-                finally:
-                    self._alone.on = 0
+                result = self._guarded_at(candidate, level)
                 result = attrs.evolve(result, findings=result.findings + (Finding("gpu_memory", why, Severity.INFO),))
                 if level == LAST_ALONE and not ran_out_of_gpu_memory(result):
                     with self._counts_lock:
@@ -654,6 +646,14 @@ class Evaluator:
         if self.journal is not None and not any(f.check in INFRASTRUCTURE_CHECKS for f in result.findings):
             self.journal.put(key, result)
         return result
+
+    def _guarded_at(self, candidate: Candidate, level: int) -> EvalResult:
+        """:meth:`_guarded` at an attempt's level of being alone (:meth:`_alone_level`)."""
+        self._alone.on = level
+        try:
+            return self._guarded(candidate)
+        finally:
+            self._alone.on = 0
 
     def _guarded(self, candidate: Candidate) -> EvalResult:
         """:meth:`_evaluate`, whose unexpected failure is this candidate's result alone
