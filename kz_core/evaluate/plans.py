@@ -380,11 +380,16 @@ def _check_bounds(output: Any, label: str) -> None:
     outside the tensors it has."""
     import torch
 
-    for tensor in tensor_leaves(output):
+    for tensor in (output,) if type(output) is torch.Tensor else tensor_leaves(output):
         if tensor.layout is not torch.strided or tensor.numel() == 0:
             continue
-        start, end = _byte_span(tensor)
-        if any(stride < 0 for stride in tensor.stride()) or end > _storage_state(tensor)[1]:
+        if tensor.is_contiguous():  # most results: their span is their elements (no stride is negative)
+            end = (tensor.storage_offset() + tensor.numel()) * tensor.element_size()
+        else:
+            if any(stride < 0 for stride in tensor.stride()):
+                raise PlanError(f"{label} returned a view past the end of its memory")
+            end = _byte_span(tensor)[1]
+        if end > _storage_state(tensor)[1]:
             raise PlanError(f"{label} returned a view past the end of its memory")
 
 

@@ -655,6 +655,13 @@ def test_a_view_past_the_end_of_its_memory_is_refused():
     _check_bounds(torch.ops.aten._reshape_alias(small, [2, 2], [2, 1]), "aten::_reshape_alias")
     with pytest.raises(PlanError):
         _check_bounds(torch.ops.aten._reshape_alias(small, [1 << 20], [1]), "aten::_reshape_alias")
+    # Not contiguous: the span its strides cover, not its count of elements (2 x 2 with
+    # strides (1, 2) covers 4 elements; (1, 3) covers 5).
+    _check_bounds(torch.ops.aten._reshape_alias(small, [2, 2], [1, 2]), "aten::_reshape_alias")
+    with pytest.raises(PlanError):
+        _check_bounds(torch.ops.aten._reshape_alias(small, [2, 2], [1, 3]), "aten::_reshape_alias")
+    with pytest.raises(PlanError):  # a contiguous view past the end through its offset
+        _check_bounds([torch.ops.aten._reshape_alias(small[3:], [2], [1])], "aten::_reshape_alias")
 
 
 def test_a_step_names_a_tensor_only_where_its_operator_takes_one():
