@@ -99,8 +99,9 @@ class _Unreplayable(Exception):
 PROBLEMS_TOGETHER = 2
 #: The last attempt of a candidate that ran out of GPU memory: with the GPU to itself.
 LAST_ALONE = 2
-#: Once a candidate of a problem needed its last attempt, the problem's next this many
-#: candidates start there (a sweep's other seven; a GRPO group's); then it learns again.
+#: Once a candidate of a problem ran out of memory with the GPU's memory to itself, the
+#: problem's next this many attempts (first attempts, or retries of candidates already in
+#: flight) go straight to the last (a sweep's other seven; a GRPO group's); then it learns again.
 ALONE_AFTER = 7
 
 
@@ -604,13 +605,10 @@ class Evaluator:
                 self.journal.put(key, result)
             return result
         with self._host.shared():
-            # A problem one of whose candidates ran out of GPU memory until it had the GPU
-            # to itself: the others start there, not with two attempts that run out again.
-            with self._counts_lock:
-                left = self._alone_problems.get(candidate.problem, 0)
-                if left:
-                    self._alone_problems[candidate.problem] = left - 1
-            start = LAST_ALONE if left else 0
+            # A problem one of whose candidates ran out of GPU memory with the GPU's memory
+            # to itself: the others start with the GPU to themselves, not with two attempts
+            # that run out again.
+            start = LAST_ALONE if self._alone_next(candidate.problem) else 0
             result = self._guarded_at(candidate, start)
             if start:
                 why = f"evaluated with the GPU to itself from its first attempt: an earlier candidate of {candidate.problem} ran out of GPU memory until it had it"
@@ -619,20 +617,29 @@ class Evaluator:
             # memory budget, and if that runs out too, a last time with the GPU to itself:
             # an honest kernel is never failed for what its neighbours held, and one that
             # runs out of memory alone is failed as before.
-            attempts = (
-                (1, "evaluated again with the GPU's memory to itself: the first attempt ran out of GPU memory"),
-                (LAST_ALONE, "evaluated a third time with the GPU to itself (no other candidate's work beside it, idle workers ended): "
-                 "the second attempt ran out of GPU memory too"),
-            )
-            for level, why in attempts:
-                if level <= start or not ran_out_of_gpu_memory(result):
-                    break
-                logger.info("{}/{} ran out of GPU memory; evaluating it again alone (attempt {})", candidate.problem, candidate.sample_id, level + 1)
+            level, attempt = start, 1
+            while level < LAST_ALONE and ran_out_of_gpu_memory(result):
+                if level == 0 and self._alone_next(candidate.problem):
+                    # Since this one started, another candidate of its problem ran out of
+                    # memory with the GPU's memory to itself: straight to the last attempt
+                    # (a sweep's candidates of one problem run out together).
+                    level, why = LAST_ALONE, (
+                        f"evaluated again with the GPU to itself: the first attempt ran out of GPU memory, and another candidate of "
+                        f"{candidate.problem} ran out with the GPU's memory to itself"
+                    )
+                elif level == 0:
+                    level, why = 1, "evaluated again with the GPU's memory to itself: the first attempt ran out of GPU memory"
+                else:
+                    level, why = LAST_ALONE, (
+                        "evaluated a third time with the GPU to itself (no other candidate's work beside it, idle workers ended): "
+                        "the second attempt ran out of GPU memory too"
+                    )
+                    with self._counts_lock:  # the evidence: the GPU's memory to itself was not enough
+                        self._alone_problems[candidate.problem] = ALONE_AFTER
+                attempt += 1
+                logger.info("{}/{} ran out of GPU memory; evaluating it again alone (attempt {})", candidate.problem, candidate.sample_id, attempt)
                 result = self._guarded_at(candidate, level)
                 result = attrs.evolve(result, findings=result.findings + (Finding("gpu_memory", why, Severity.INFO),))
-                if level == LAST_ALONE and not ran_out_of_gpu_memory(result):
-                    with self._counts_lock:
-                        self._alone_problems[candidate.problem] = ALONE_AFTER
         if ended_for_workers_memory(result):
             # The kernel chose this candidate's worker when all the workers together went
             # over their limit: it held among the most, but its neighbours' memory may have
@@ -646,6 +653,16 @@ class Evaluator:
         if self.journal is not None and not any(f.check in INFRASTRUCTURE_CHECKS for f in result.findings):
             self.journal.put(key, result)
         return result
+
+    def _alone_next(self, problem: str) -> bool:
+        """Whether the problem's next attempt starts with the GPU to itself (a candidate of
+        it ran out of memory with the GPU's memory to itself, at most ``ALONE_AFTER``
+        attempts ago): takes one of those attempts."""
+        with self._counts_lock:
+            left = self._alone_problems.get(problem, 0)
+            if left:
+                self._alone_problems[problem] = left - 1
+            return bool(left)
 
     def _guarded_at(self, candidate: Candidate, level: int) -> EvalResult:
         """:meth:`_guarded` at an attempt's level of being alone (:meth:`_alone_level`)."""

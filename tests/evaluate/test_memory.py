@@ -707,3 +707,40 @@ def test_a_problem_whose_candidate_needed_the_gpu_to_itself_starts_its_next_ones
         outcomes["after"] = [result("p", Verdict.CORRECT)]
         evaluator.evaluate_one(Candidate("p", "triton", "", "after"))
         assert levels[-1] == ("after", 0)
+
+
+def test_a_candidate_in_flight_when_another_of_its_problem_needed_the_gpu_to_itself_retries_there(tmp_path):
+    """Written against the memo the version before kept: set only once a candidate's last
+    attempt, alone, passed, and read only when a candidate started. In a sweep on an H100
+    (forty-fifth session) ``38_L1Norm_``'s candidates were in flight by then: seven of the
+    eight ran out of memory twice before their last attempt (15 of the run's 17 retries).
+    A candidate whose first attempt runs out
+    after another of its problem ran out with the GPU's memory to itself goes straight to
+    the last attempt."""
+    from kz_core.evaluate.evaluator import ALONE_AFTER, LAST_ALONE
+    from kz_core.model import Candidate, EvalResult, Finding, Verdict
+
+    oom = Finding("runtime_error", "OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.")
+
+    def result(verdict, findings=()):
+        return EvalResult(problem="p", sample_id="s", backend="triton", verdict=verdict, findings=findings)
+
+    with _one_problem_evaluator(tmp_path) as evaluator:
+        levels: list[tuple[str, int]] = []
+        outcomes = {"first": [result(Verdict.RUNTIME_ERROR, (oom,)), result(Verdict.RUNTIME_ERROR, (oom,)), result(Verdict.CORRECT)]}
+
+        def fake(candidate, compile_only=False):
+            levels.append((candidate.sample_id, evaluator._alone_level()))
+            if candidate.sample_id == "second" and len(levels) == 1:
+                # While the second's first attempt runs, the first candidate runs out twice.
+                assert evaluator.evaluate_one(Candidate("p", "triton", "", "first")).verdict is Verdict.CORRECT
+                return result(Verdict.RUNTIME_ERROR, (oom,))
+            return outcomes[candidate.sample_id].pop(0)
+
+        evaluator._evaluate = fake
+        outcomes["second"] = [result(Verdict.CORRECT)]
+        second = evaluator.evaluate_one(Candidate("p", "triton", "", "second"))
+        assert levels == [("second", 0), ("first", 0), ("first", 1), ("first", LAST_ALONE), ("second", LAST_ALONE)]
+        assert second.verdict is Verdict.CORRECT
+        assert "another candidate of p ran out" in second.findings[-1].message
+        assert evaluator._alone_problems["p"] == ALONE_AFTER - 1
