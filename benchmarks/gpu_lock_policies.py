@@ -11,9 +11,14 @@ shared ones) against other policies, to see which keeps candidates moving:
 - ``kz``: kz's lock, as used by the evaluator;
 - ``readers-first``: shared holders never wait for a waiting exclusive one;
 - ``phase-fair``: after each exclusive hold, the shared holders waiting then go first;
-- ``batched``: waiting exclusive holders block new shared ones only once two wait.
+- ``batched``: waiting exclusive holders block new shared ones only once two wait;
+- ``barging``: new shared holders pass a waiting exclusive one while a shared holder has
+  held the lock 2 s or more, until the exclusive one has waited 60 s.
 
-Usage: python benchmarks/gpu_lock_policies.py [--candidates 100] [--threads 9 13] [--seeds 1 2]
+``--large F``: a fraction F of the candidates record for 20-45 s (KernelBench's models
+with gigabytes of parameters, as a sweep of levels 2 and 3 has them: forty-fifth session).
+
+Usage: python benchmarks/gpu_lock_policies.py [--candidates 100] [--threads 9 13] [--seeds 1 2] [--large 0.08]
 It leaves out GPU memory, which the evaluator also waits for (``kz_core.evaluate.memory``):
 more threads help here but not on the H200, where more processes leave less memory to share.
 """
@@ -27,6 +32,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -82,13 +88,79 @@ class Batched(SharedExclusiveLock):
             self._condition.wait()
 
 
-POLICIES = {"kz": SharedExclusiveLock, "readers-first": ReadersFirst, "phase-fair": PhaseFair, "batched": Batched}
+class Barging(SharedExclusiveLock):
+    AFTER = 2.0 * SCALE  # a shared holder held this long is a long one
+    CAP = 60.0 * SCALE  # the most an exclusive holder waits with new shared ones passing it
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._starts: dict[Any, float] = {}
+        self._arrivals: list[float] = []
+
+    def _passing(self) -> float:
+        """0 when a new shared holder may pass the waiting exclusive ones, else how long
+        until that may change."""
+        now = time.perf_counter()
+        waited = now - min(self._arrivals)
+        if waited >= self.CAP:
+            return self.CAP
+        oldest = now - min(self._starts.values()) if self._starts else 0.0
+        if waited >= self.AFTER and oldest >= self.AFTER:
+            return 0.0
+        return max(1e-4, min(self.CAP - waited, max(self.AFTER - waited, self.AFTER - oldest)))
+
+    @contextlib.contextmanager
+    def _hold_shared(self) -> Iterator[None]:
+        token = object()
+        with self._condition:
+            while self._exclusive or self._waiting_exclusive:
+                if not self._exclusive and (pause := self._passing()) == 0.0:
+                    break
+                self._condition.wait(timeout=None if self._exclusive else pause)
+            self._shared += 1
+            self._starts[token] = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._shared -= 1
+                del self._starts[token]
+                self._condition.notify_all()
+
+    @contextlib.contextmanager
+    def _hold_exclusive(self) -> Iterator[None]:
+        with self._condition:
+            arrival = time.perf_counter()
+            self._arrivals.append(arrival)
+            self._waiting_exclusive += 1
+            while self._exclusive or self._shared:
+                self._condition.wait()
+            self._waiting_exclusive -= 1
+            self._arrivals.remove(arrival)
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._exclusive = False
+                self._condition.notify_all()
 
 
-def run(lock: SharedExclusiveLock, candidates: int, threads: int, seed: int) -> dict[str, float]:
-    """Modelled seconds for ``candidates`` on ``threads``, and the waits for the lock."""
+POLICIES = {"kz": SharedExclusiveLock, "readers-first": ReadersFirst, "phase-fair": PhaseFair, "batched": Batched, "barging": Barging}
+LARGE_RECORD = (20.0, 45.0)
+
+
+def run(lock: SharedExclusiveLock, candidates: int, threads: int, seed: int, large: float = 0.0) -> dict[str, float]:
+    """Modelled seconds for ``candidates`` on ``threads``, and the waits for the lock;
+    ``large``: the fraction of candidates whose recording takes ``LARGE_RECORD``."""
     rng = random.Random(seed)
-    jobs = iter([{stage: rng.uniform(*span) for stage, span in STAGES.items()} for _ in range(candidates)])
+    drawn = []
+    for _ in range(candidates):
+        job = {stage: rng.uniform(*span) for stage, span in STAGES.items()}
+        if rng.random() < large:
+            job["record"] = rng.uniform(*LARGE_RECORD)
+        drawn.append(job)
+    jobs = iter(drawn)
     jobs_lock = threading.Lock()
     waits = collections.Counter()
 
@@ -125,14 +197,16 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=100)
     parser.add_argument("--threads", type=int, nargs="+", default=[9, 13])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--large", type=float, default=0.0, help="fraction of candidates recording for 20-45 s")
+    parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=list(POLICIES))
     args = parser.parse_args()
     table = Table(title=f"{args.candidates} modelled candidates per run (seconds are modelled seconds)")
     for column in ("policy", "threads", "seed", "seconds", "candidates/min", "shared waits, s", "exclusive waits, s"):
         table.add_column(column, justify="left" if column == "policy" else "right")
-    for name, policy in POLICIES.items():
+    for name in args.policies:
         for threads in args.threads:
             for seed in args.seeds:
-                result = run(policy(), args.candidates, threads, seed)
+                result = run(POLICIES[name](), args.candidates, threads, seed, args.large)
                 table.add_row(name, str(threads), str(seed), f"{result['seconds']:.0f}", f"{result['per_minute']:.1f}", f"{result['shared_wait']:.0f}", f"{result['exclusive_wait']:.0f}")
     Console(width=140).print(table)
 
