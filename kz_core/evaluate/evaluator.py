@@ -1026,6 +1026,11 @@ class Evaluator:
             }
             prepare_started = time.perf_counter()
             reply, failure = _executor_call(executor, prepare, self.config.compile_timeout_s, "compile")
+            # The executor holds the plans now: their constants (the reply's memory here,
+            # gigabytes for KernelBench's largest layers) are not kept through the trials,
+            # the wait for the GPU and the timing, where they filled the budget for the
+            # replies of the candidates beside this one.
+            del prepare, plans, constants
             if failure is None and reply is not None and reply.get("failure"):
                 failure = self._load_failure(reply)
             timings = attrs.evolve(timings, compile_s=(timings.compile_s or 0.0) + time.perf_counter() - prepare_started)

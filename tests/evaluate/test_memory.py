@@ -744,3 +744,47 @@ def test_a_candidate_in_flight_when_another_of_its_problem_needed_the_gpu_to_its
         assert second.verdict is Verdict.CORRECT
         assert "another candidate of p ran out" in second.findings[-1].message
         assert evaluator._alone_problems["p"] == ALONE_AFTER - 1
+
+
+@pytest.mark.triton
+def test_a_candidate_s_constants_are_let_go_once_its_executor_has_taken_them(example_problems, monkeypatch):
+    """Written against the version before: the parent kept a recording's constants (the
+    received reply's memory) until the candidate's evaluation ended, through its trials,
+    its wait for the GPU and its timing. A sweep's large models (4-8 GiB of constants
+    each, eight candidates at once) filled the parent's budget for replies, and the next
+    large replies were received into files. Once the executor has taken the plans, the
+    parent holds none of them."""
+    import gc
+    from pathlib import Path
+
+    from kz_core.evaluate import Evaluator, wire
+    from kz_core.evaluate.evaluator import Evaluator as EvaluatorClass
+    from kz_core.model import Candidate, Verdict
+
+    from .conftest import eval_config
+
+    honest = (Path(__file__).parents[2] / "examples" / "candidates" / "triton" / "1_vector_add.py").read_text()
+    # A 24 MiB buffer the kernel is given (and never reads): a constant of the plan, in a
+    # reply larger than wire.SPILL_ABOVE, which the reply budget counts.
+    padded = (
+        honest.replace("    out_ptr,  # output", "    pad_ptr,  # a buffer given and never read\n    out_ptr,  # output")
+        .replace("def add(a: torch.Tensor, b: torch.Tensor)", "def add(a: torch.Tensor, b: torch.Tensor, pad: torch.Tensor)")
+        .replace("add_kernel[grid](a, b, out, n_elements", "add_kernel[grid](a, b, pad, out, n_elements")
+        .replace("        super().__init__()\n", "        super().__init__()\n        self.register_buffer(\"pad\", torch.zeros(6 << 20))\n")
+        .replace("return add(a, b)", "return add(a, b, self.pad)")
+    )
+    held_at_replay: list[int] = []
+    replay = EvaluatorClass._replay_verified
+
+    def watched(self, *args, **kwargs):
+        gc.collect()
+        held_at_replay.append(wire.REPLY_MEMORY.held)
+        return replay(self, *args, **kwargs)
+
+    monkeypatch.setattr(EvaluatorClass, "_replay_verified", watched)
+    gc.collect()
+    held_before = wire.REPLY_MEMORY.held
+    with Evaluator(example_problems, eval_config("eval.timing=false", "eval.workers=1")) as evaluator:
+        result = evaluator.evaluate([Candidate("1_vector_add", "triton", padded, "padded")])[0]
+    assert result.verdict is Verdict.CORRECT, result.message
+    assert held_at_replay == [held_before]
