@@ -198,7 +198,7 @@ class EvalConfig:
     workers_memory_gb: float = 0.0
     # Memory this process holds for large worker replies in flight at once, GiB; replies
     # past it are received into an unnamed file in scratch_dir (slower, same verdict).
-    # 0: a quarter of the machine's memory, at most 8; negative: no budget.
+    # 0: a quarter of the machine's memory; negative: no budget.
     reply_memory_gb: float = 0.0
     # Largest file a worker may write, MiB.
     file_size_limit_mb: int = 1024

@@ -162,7 +162,7 @@ def _on_device(config: Any, device: str, **more: Any) -> Any:
 
 def reply_memory_bytes(config: EvalConfig) -> int | None:
     """The budget for large replies in flight in the parent, bytes (``eval.reply_memory_gb``;
-    None: the default, a quarter of the machine's memory, at most 8 GiB)."""
+    None: the default, a quarter of the machine's memory)."""
     gigabytes = float(config.reply_memory_gb)
     if gigabytes == 0:
         return None

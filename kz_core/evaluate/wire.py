@@ -75,8 +75,8 @@ class ReplyMemory:
     never a verdict: the reply decodes the same."""
 
     def __init__(self, budget_bytes: int | None = None, spill_dir: str | None = None) -> None:
-        #: None: the default, a quarter of the machine's memory, at most one default reply
-        #: (read when the first large reply comes, not when this module is imported).
+        #: None: the default, a quarter of the machine's memory (read when the first large
+        #: reply comes, not when this module is imported).
         self.budget_bytes = budget_bytes
         self.spill_dir = spill_dir
         self.held = 0
@@ -115,11 +115,14 @@ class ReplyMemory:
 
 
 def _default_budget() -> int:
-    """A quarter of the machine's memory (16 GiB where it cannot be read), at most one
-    default reply."""
+    """A quarter of the machine's memory (16 GiB where it cannot be read): the quarter the
+    workers' common memory limit leaves (``eval.workers_memory_gb``). It was at most 8 GiB
+    until the forty-fifth session; a recording of KernelBench's largest layers replies
+    with more (about 8.3 GiB for ``56_Matmul_Sigmoid_Sum``'s two plans), so every such
+    reply was received into a file."""
     from kz_core.evaluate.sandbox import machine_memory_bytes  # sandbox imports this module
 
-    return min(DEFAULT_MAX_REPLY_BYTES, (machine_memory_bytes() or 16 << 30) // 4)
+    return (machine_memory_bytes() or 16 << 30) // 4
 
 
 #: The parent's budget for replies in flight (:func:`configure_reply_memory` sets it).
@@ -128,7 +131,7 @@ REPLY_MEMORY = ReplyMemory()
 
 def configure_reply_memory(budget_bytes: int | None = None, spill_dir: str | None = None) -> ReplyMemory:
     """Set this process's budget for replies in flight (None: a quarter of the machine's
-    memory, at most 8 GiB) and where replies past it are spilled."""
+    memory) and where replies past it are spilled."""
     with REPLY_MEMORY._lock:
         REPLY_MEMORY.budget_bytes = None if budget_bytes is None else int(budget_bytes)
         REPLY_MEMORY.spill_dir = spill_dir
