@@ -787,4 +787,4 @@ def test_a_candidate_s_constants_are_let_go_once_its_executor_has_taken_them(exa
     with Evaluator(example_problems, eval_config("eval.timing=false", "eval.workers=1")) as evaluator:
         result = evaluator.evaluate([Candidate("1_vector_add", "triton", padded, "padded")])[0]
     assert result.verdict is Verdict.CORRECT, result.message
-    assert held_at_replay == [held_before]
+    assert len(held_at_replay) == 1 and held_at_replay[0] <= held_before  # (another test's replies may have gone since)
