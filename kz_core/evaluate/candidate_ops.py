@@ -190,6 +190,7 @@ class CandidateOps:
         if not self.candidate or "model" not in self.candidate:
             return {"ok": False, "stage": "protocol", "message": "no candidate loaded"}
         recording._records_plans[0] = True
+        limit = request.get("max_constant_bytes", 4 << 30)  # bytes of constants a recording may hold
         plans: dict[str, Any] = {}
         captures: list[tuple[dict[str, Any], Any, Any]] = []
         started = time.perf_counter()
@@ -208,7 +209,7 @@ class CandidateOps:
                 for _ in range(request.get("warmup", 2) if not plans else 1):
                     self._run(model, inputs)
                 laps("warm-up calls")
-                recorder = Recorder(inputs, request.get("max_constant_bytes", 4 << 30))
+                recorder = Recorder(inputs, limit)
                 output = recorder.call(lambda *xs: self._run(model, list(xs)), inputs)
                 plan = recorder.plan(output)
                 entry: dict[str, Any] = {"plan": plan, "constants": recorder.constants, "elsewhere": recorder.elsewhere[:8]}
@@ -219,7 +220,7 @@ class CandidateOps:
                     # from call to call shows here (the parent compares the two plans).
                     gap_calls(lambda: self._run(model, inputs), int(request["gap"]), float(request.get("gap_s") or 0.0))
                     laps("gap calls")
-                    again = Recorder(inputs, request.get("max_constant_bytes", 4 << 30), keep_constants=False)  # compared, not replayed
+                    again = Recorder(inputs, limit, keep_constants=False)  # compared, not replayed
                     entry["again"] = again.plan(again.call(lambda *xs: self._run(model, list(xs)), inputs))
                     laps("recorded calls")
                 plans[key] = entry
@@ -248,7 +249,7 @@ class CandidateOps:
         # otherwise when captured (to hide work from graph timing) shows in the parent's
         # comparison of the two recordings; one that cannot be captured is left alone.
         for entry, model, draw in captures:
-            entry["captured"] = self._record_captured(model, draw, request)
+            entry["captured"] = self._record_captured(model, draw, limit)
         laps("captured recording")
         return {"ok": True, "plans": plans, "seconds": time.perf_counter() - started, "phases": laps.phases}
 
@@ -293,7 +294,7 @@ class CandidateOps:
             return fuzz_inputs(module, {**signature["example"], "seed": signature["seed"]}, self.device)
         return make_inputs(module, signature["seed"], self.device)
 
-    def _record_captured(self, model: Any, draw: Any, request: dict[str, Any]) -> Any:
+    def _record_captured(self, model: Any, draw: Any, limit: int) -> Any:
         from kz_core.evaluate.recording import NotReplayable, Recorder
 
         torch = self.torch
@@ -304,7 +305,7 @@ class CandidateOps:
             # enough. Copying them to the host, as a replayed recording does, is refused
             # inside a capture (pageable memory), which failed the capture of every forward
             # with a parameter, and this comparison was skipped for all of them.
-            recorder = Recorder(inputs, request.get("max_constant_bytes", 4 << 30), keep_constants=False)
+            recorder = Recorder(inputs, limit, keep_constants=False)
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):

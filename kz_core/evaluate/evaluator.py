@@ -289,10 +289,8 @@ class Evaluator:
         # Set in a thread evaluating a candidate again after the GPU ran out of memory:
         # its reservations take the whole budget.
         self._alone = threading.local()
-        #: Problems whose next candidates start with the GPU to themselves, and how many
-        #: more do (``evaluate_one``): on an H100 each of ``38_L1Norm_``'s
-        #: candidates a sweep reached ran out of memory twice before its third attempt, alone,
-        #: passed.
+        #: Problems whose next attempts go straight to the last, with the GPU to
+        #: themselves, and how many more do (:data:`ALONE_AFTER`, :meth:`_alone_next`).
         self._alone_problems: dict[str, int] = {}
         self._timing = TimingSettings(
             warmup_ms=self.config.warmup_ms,

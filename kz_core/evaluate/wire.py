@@ -253,16 +253,21 @@ def _received_tensor(index: int, dtype: str, shape: tuple[int, ...]) -> Any:
     return _RECEIVING.tensors[index].view(getattr(torch, dtype)).reshape(shape)
 
 
-def send_request(sock: socket.socket, request: dict[str, Any]) -> None:
-    """A frame of the tensor count and the pickle, then a frame of each large tensor's bytes."""
+def _byte_view(tensor: Any) -> memoryview:
+    """A contiguous CPU tensor's bytes, without a copy: what is sent of it."""
     import torch
 
+    return memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+
+
+def send_request(sock: socket.socket, request: dict[str, Any]) -> None:
+    """A frame of the tensor count and the pickle, then a frame of each large tensor's bytes."""
     stream = io.BytesIO()
     pickler = _RequestPickler(stream)
     pickler.dump(request)
     send_frame(sock, Encoded([_LENGTH.pack(len(pickler.tensors)), stream.getbuffer()]))
     for tensor in pickler.tensors:
-        send_frame(sock, memoryview(tensor.detach().reshape(-1).view(torch.uint8).numpy()))
+        send_frame(sock, _byte_view(tensor.detach()))
 
 
 def recv_request(sock: socket.socket) -> dict[str, Any]:
@@ -303,8 +308,8 @@ def encode_reply(reply: Any) -> Encoded:
             dtype = str(value.dtype).removeprefix("torch.")
             if dtype not in TENSOR_DTYPES:
                 raise TypeError(f"cannot send a tensor of dtype {value.dtype}")
-            flat = value.detach().to("cpu").contiguous().reshape(-1)
-            blobs.append(memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else b"")
+            host = value.detach().to("cpu").contiguous()
+            blobs.append(_byte_view(host) if host.numel() else b"")
             return {"__tensor__": len(blobs) - 1, "dtype": dtype, "shape": list(value.shape)}
         if isinstance(value, dict):
             return {"__dict__": [[convert(k), convert(v)] for k, v in value.items()]}
