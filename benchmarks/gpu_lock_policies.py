@@ -109,41 +109,33 @@ class Barging(SharedExclusiveLock):
             return 0.0
         return max(1e-4, min(self.CAP - waited, max(self.AFTER - waited, self.AFTER - oldest)))
 
+    def _wait_shared(self) -> None:
+        while self._exclusive or self._waiting_exclusive:
+            if not self._exclusive and (pause := self._passing()) == 0.0:
+                return
+            self._condition.wait(timeout=None if self._exclusive else pause)
+
     @contextlib.contextmanager
     def _hold_shared(self) -> Iterator[None]:
-        token = object()
-        with self._condition:
-            while self._exclusive or self._waiting_exclusive:
-                if not self._exclusive and (pause := self._passing()) == 0.0:
-                    break
-                self._condition.wait(timeout=None if self._exclusive else pause)
-            self._shared += 1
-            self._starts[token] = time.perf_counter()
-        try:
-            yield
-        finally:
+        with super()._hold_shared():
+            token = object()
             with self._condition:
-                self._shared -= 1
-                del self._starts[token]
-                self._condition.notify_all()
+                self._starts[token] = time.perf_counter()
+            try:
+                yield
+            finally:
+                with self._condition:
+                    del self._starts[token]
 
     @contextlib.contextmanager
     def _hold_exclusive(self) -> Iterator[None]:
         with self._condition:
             arrival = time.perf_counter()
             self._arrivals.append(arrival)
-            self._waiting_exclusive += 1
-            while self._exclusive or self._shared:
-                self._condition.wait()
-            self._waiting_exclusive -= 1
-            self._arrivals.remove(arrival)
-            self._exclusive = True
-        try:
-            yield
-        finally:
+        with super()._hold_exclusive():
             with self._condition:
-                self._exclusive = False
-                self._condition.notify_all()
+                self._arrivals.remove(arrival)
+            yield
 
 
 POLICIES = {"kz": SharedExclusiveLock, "readers-first": ReadersFirst, "phase-fair": PhaseFair, "batched": Batched, "barging": Barging}
