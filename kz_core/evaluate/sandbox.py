@@ -687,11 +687,13 @@ class WorkerProcess:
         problem = request.get("problem")
         if isinstance(problem, dict) and isinstance(problem.get("hash"), str):
             self.problem_hash = problem["hash"]
+        # Memory for the reply's large tensors, which the worker copies into it (wire.LentFile)
+        lent = wire.LentFile.create(self.settings.max_reply_bytes)
         try:
             self.sock.settimeout(timeout)
-            wire.send_request(self.sock, request)
+            wire.send_request(self.sock, request, lent)
             self.sock.settimeout(max(0.001, deadline - time.monotonic()))
-            reply = wire.recv_reply(self.sock, self.settings.max_reply_bytes)
+            reply = wire.recv_reply(self.sock, self.settings.max_reply_bytes, lent=lent)
         except (TimeoutError, socket.timeout) as exc:
             self.kill()
             raise WorkerTimeout(f"no reply within {timeout:g} s; the worker's process group was killed") from exc
@@ -702,6 +704,9 @@ class WorkerProcess:
             reason = self.describe_exit()
             self.kill()
             raise WorkerDied(f"{reason} ({exc})") from exc
+        finally:
+            if lent is not None:
+                lent.close()
         if not isinstance(reply, dict):
             self.kill()
             raise WorkerDied(f"the worker sent a malformed reply of type {type(reply).__name__}")

@@ -13,12 +13,16 @@ evaluation; it moves bytes.
 
 from __future__ import annotations
 
+import array
 import base64
+import contextlib
 import ctypes
+import fcntl
 import io
 import json
 import math
 import mmap
+import os
 import pickle
 import socket
 import struct
@@ -88,18 +92,27 @@ class ReplyMemory:
         """Where a reply of ``size`` bytes is received."""
         if size < SPILL_ABOVE:
             return _Frame(min(size, _FIRST_BUFFER))
-        with self._lock:
-            if self.budget_bytes is None:
-                self.budget_bytes = _default_budget()
-            fits = self.held + size <= self.budget_bytes
-            if fits:
-                self.held += size
-            else:
-                self.spilled += 1
-        if fits:
+        if self.hold(size):
             frame = _Frame(min(size, _FIRST_BUFFER))
             weakref.finalize(frame, self._release, size)
             return frame
+        return self.spill(size)
+
+    def hold(self, size: int) -> bool:
+        """Count ``size`` bytes as held when they fit the budget (the holder gives them
+        back with :meth:`_release`); False, one more reply spilled, when they do not."""
+        with self._lock:
+            if self.budget_bytes is None:
+                self.budget_bytes = _default_budget()
+            if self.held + size <= self.budget_bytes:
+                self.held += size
+                return True
+            self.spilled += 1
+            return False
+
+    def spill(self, size: int) -> bytearray | mmap.mmap:
+        """An unnamed file of ``size`` bytes mapped into memory (a growing buffer where no
+        file can be made)."""
         for folder in dict.fromkeys((self.spill_dir, None)):  # the folder given, else the system's
             try:
                 with tempfile.TemporaryFile(dir=folder) as handle:  # unnamed: no other process can open it
@@ -136,6 +149,81 @@ def configure_reply_memory(budget_bytes: int | None = None, spill_dir: str | Non
         REPLY_MEMORY.budget_bytes = None if budget_bytes is None else int(budget_bytes)
         REPLY_MEMORY.spill_dir = spill_dir
     return REPLY_MEMORY
+
+
+class LentFile:
+    """Memory the parent lends a worker for one reply's large tensors: an unnamed memory
+    file (``memfd``) sent with the request, of the reply's most bytes (sparse: it holds
+    only what is written). The worker copies each tensor of :data:`LENT_ABOVE` bytes or
+    more into it, from the GPU straight into memory the parent then maps, instead of
+    sending the bytes through the socket: two copies fewer, while the worker holds the GPU
+    (a recording of KernelBench's largest layers replies with about 8 GiB).
+
+    A worker has run model-written code, which can write the file too: the parent seals it
+    (no more writes, no change of size, by anyone) before reading a byte, at the length
+    the reply names, and refuses a reply whose file cannot be sealed so or has another
+    length then (its worker kept it writable, mapped or pinned, or sealed it itself)."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.size = fd, size
+
+    @classmethod
+    def create(cls, size: int) -> LentFile | None:
+        """A file of ``size`` bytes; None where memory files cannot be made (the reply then
+        carries every tensor's bytes itself)."""
+        try:
+            fd = os.memfd_create("kz-reply", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        except (AttributeError, OSError):
+            return None
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            os.close(fd)
+            return None
+        return cls(fd, size)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+
+    def seal(self, used: int) -> None:
+        """Cut the file to ``used`` bytes (what the worker wrote past them is let go) and
+        seal it; WireError if it cannot be, or is not ``used`` bytes long once sealed."""
+        try:
+            os.ftruncate(self.fd, used)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            length = os.fstat(self.fd).st_size
+        except OSError as exc:
+            raise WireError(f"the reply's memory file could not be sealed ({exc.strerror or exc}): its worker kept it writable, mapped or sealed") from None
+        if length != used:
+            raise WireError(f"the reply's memory file is {length} bytes once sealed, not the {used} its reply names")
+
+    def take(self, used: int, memory: ReplyMemory | None) -> bytearray | mmap.mmap:
+        """The sealed file's ``used`` bytes as the parent's: mapped copy-on-write (torch
+        writes tensors; the file stays as it is), counted in ``memory`` like a reply
+        received; past its budget, copied into what :meth:`ReplyMemory.buffer` gives."""
+        self.seal(used)
+        mapped = mmap.mmap(self.fd, used, access=mmap.ACCESS_COPY)
+        if memory is None or used < SPILL_ABOVE:
+            return mapped
+        if memory.hold(used):
+            weakref.finalize(mapped, memory._release, used)
+            return mapped
+        spilled = memory.spill(used)
+        if len(spilled) < used:
+            spilled.extend(bytes(used - len(spilled)))  # type: ignore[union-attr]
+        spilled[:used] = mapped
+        mapped.close()
+        return spilled
+
+
+#: Tensors of a reply of at least this many bytes go through the parent's lent file when
+#: the request brought one.
+LENT_ABOVE = 1 << 20
+#: Where each tensor starts in a lent file (a page: aligned for every dtype).
+_LENT_ALIGN = 4096
 
 
 def _recv_exactly(sock: socket.socket, size: int, deadline: float | None = None, into: bytearray | mmap.mmap | memoryview | None = None) -> bytearray | mmap.mmap | memoryview:
@@ -175,14 +263,51 @@ class Encoded(list):
         return b"".join(self)
 
 
-def send_frame(sock: socket.socket, payload: bytes | bytearray | memoryview | Encoded) -> None:
-    if isinstance(payload, Encoded):
-        sock.sendall(_LENGTH.pack(payload.nbytes))
-        for part in payload:
-            sock.sendall(part)
-        return
-    sock.sendall(_LENGTH.pack(len(payload)))
-    sock.sendall(payload)
+def send_frame(sock: socket.socket, payload: bytes | bytearray | memoryview | Encoded, fds: tuple[int, ...] = ()) -> None:
+    """One frame; ``fds``: descriptors sent with its length (``SCM_RIGHTS``)."""
+    size = payload.nbytes if isinstance(payload, Encoded) else len(payload)
+    length = _LENGTH.pack(size)
+    if fds:
+        sent = sock.sendmsg([length], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        sock.sendall(length[sent:])
+    else:
+        sock.sendall(length)
+    for part in payload if isinstance(payload, Encoded) else (payload,):
+        sock.sendall(part)
+
+
+def _recv_length(sock: socket.socket, deadline: float | None = None, fds: list[int] | None = None) -> int:
+    """A frame's length; with ``fds``, the descriptors sent with it are added to it (at
+    most :data:`_MOST_FDS`: a frame that brings more is refused, and none is kept)."""
+    if fds is None:
+        (size,) = _LENGTH.unpack(_recv_exactly(sock, _LENGTH.size, deadline))
+        return size
+    data = b""
+    while len(data) < _LENGTH.size:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{len(data)} of {_LENGTH.size} bytes received in the time allowed")
+            sock.settimeout(remaining)
+        chunk, ancillary, flags, _ = sock.recvmsg(_LENGTH.size - len(data), socket.CMSG_SPACE(_MOST_FDS * 4), socket.MSG_CMSG_CLOEXEC)
+        for level, kind, items in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.extend(array.array("i", items[: len(items) - len(items) % 4]))
+        if flags & socket.MSG_CTRUNC or len(fds) > _MOST_FDS:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            fds.clear()
+            raise WireError("a frame sent with more descriptors than it may have")
+        if not chunk:
+            raise WireError("connection closed")
+        data += chunk
+    (size,) = _LENGTH.unpack(data)
+    return size
+
+
+#: The most descriptors a frame may bring (a request brings its lent file).
+_MOST_FDS = 1
 
 
 def recv_frame(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES, memory: ReplyMemory | None = None) -> bytearray | mmap.mmap:
@@ -191,7 +316,7 @@ def recv_frame(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES, me
     (a worker's reply in the parent)."""
     timeout = sock.gettimeout()
     deadline = time.monotonic() + timeout if timeout else None
-    (size,) = _LENGTH.unpack(_recv_exactly(sock, _LENGTH.size, deadline))
+    size = _recv_length(sock, deadline)
     if size > max_bytes:
         raise WireError(f"message of {size} bytes exceeds the limit of {max_bytes} bytes")
     return _recv_exactly(sock, size, deadline, None if memory is None or size == 0 else memory.buffer(size))
@@ -260,18 +385,30 @@ def _byte_view(tensor: Any) -> memoryview:
     return memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
 
 
-def send_request(sock: socket.socket, request: dict[str, Any]) -> None:
-    """A frame of the tensor count and the pickle, then a frame of each large tensor's bytes."""
+def send_request(sock: socket.socket, request: dict[str, Any], lent: LentFile | None = None) -> None:
+    """A frame of the tensor count and the pickle (with ``lent``'s file, for the reply's
+    large tensors), then a frame of each large tensor's bytes."""
     stream = io.BytesIO()
     pickler = _RequestPickler(stream)
     pickler.dump(request)
-    send_frame(sock, Encoded([_LENGTH.pack(len(pickler.tensors)), stream.getbuffer()]))
+    send_frame(sock, Encoded([_LENGTH.pack(len(pickler.tensors)), stream.getbuffer()]), (lent.fd,) if lent is not None else ())
     for tensor in pickler.tensors:
         send_frame(sock, _byte_view(tensor.detach()))
 
 
+#: In a worker: the file the parent lent with the request being answered, for its reply.
+_lent_for_reply: LentFile | None = None
+
+
 def recv_request(sock: socket.socket) -> dict[str, Any]:
-    frame = recv_frame(sock, max_bytes=1 << 40)
+    """A request from the parent; the file it lent is kept for :func:`send_reply`."""
+    global _lent_for_reply
+    fds: list[int] = []
+    size = _recv_length(sock, fds=fds)
+    if _lent_for_reply is not None:
+        _lent_for_reply.close()
+    _lent_for_reply = LentFile(fds[0], os.fstat(fds[0]).st_size) if fds else None
+    frame = _recv_exactly(sock, size)
     (count,) = _LENGTH.unpack_from(frame, 0)
     tensors = []
     for _ in range(count):
@@ -295,11 +432,14 @@ def recv_request(sock: socket.socket) -> dict[str, Any]:
 # --- worker -> parent: JSON + tensor bytes ---------------------------------------------
 
 
-def encode_reply(reply: Any) -> Encoded:
+def encode_reply(reply: Any, lent: LentFile | None = None) -> Encoded:
     """Encode dicts/lists/tuples/str/int/float/bool/None and torch tensors, nothing else:
     the message's parts, each tensor's bytes a view of its host copy (``bytes()`` of the
-    result is the whole message)."""
+    result is the whole message). With ``lent`` (the file the parent lent with the
+    request), each tensor of :data:`LENT_ABOVE` bytes or more is copied into that file
+    instead, from its device straight into the parent's memory."""
     blobs: list[Any] = []
+    large: list[tuple[Any, dict[str, Any]]] = []  # (tensor, its entry in the header) for the lent file
 
     def convert(value: Any) -> Any:
         import torch
@@ -308,9 +448,14 @@ def encode_reply(reply: Any) -> Encoded:
             dtype = str(value.dtype).removeprefix("torch.")
             if dtype not in TENSOR_DTYPES:
                 raise TypeError(f"cannot send a tensor of dtype {value.dtype}")
+            entry = {"__tensor__": len(blobs), "dtype": dtype, "shape": list(value.shape)}
+            if lent is not None and value.nbytes >= LENT_ABOVE:
+                blobs.append(b"")
+                large.append((value, entry))
+                return entry
             host = value.detach().to("cpu").contiguous()
             blobs.append(_byte_view(host) if host.numel() else b"")
-            return {"__tensor__": len(blobs) - 1, "dtype": dtype, "shape": list(value.shape)}
+            return entry
         if isinstance(value, dict):
             return {"__dict__": [[convert(k), convert(v)] for k, v in value.items()]}
         if isinstance(value, (list, tuple)):
@@ -323,11 +468,51 @@ def encode_reply(reply: Any) -> Encoded:
             return {"__bytes__": base64.b64encode(value).decode("ascii")}
         raise TypeError(f"cannot send a value of type {type(value).__name__}")
 
-    header = json.dumps(convert(reply)).encode("utf-8")
+    converted = convert(reply)
+    if large:
+        used = _write_lent(lent, large)  # type: ignore[arg-type]
+        if used:
+            converted = {"__lent__": used, "value": converted}
+        else:  # no room, or no memory to map it in: the bytes travel in the reply
+            for value, entry in large:
+                entry.pop("at", None)
+                host = value.detach().to("cpu").contiguous()
+                blobs[entry["__tensor__"]] = _byte_view(host)
+    header = json.dumps(converted).encode("utf-8")
     parts = Encoded([_LENGTH.pack(len(header)), header, _LENGTH.pack(len(blobs))])
     for blob in blobs:
         parts += [_LENGTH.pack(memoryview(blob).nbytes), blob]
     return parts
+
+
+def _write_lent(lent: LentFile, large: list[tuple[Any, dict[str, Any]]]) -> int:
+    """Copy each tensor into ``lent`` at the next aligned offset, naming it in its header
+    entry (``at``); the bytes the file then holds, or 0 where they do not fit or the file
+    cannot be mapped. The mapping is gone before this returns: the parent seals the file,
+    which it refuses while a process can still write it."""
+    import torch
+
+    at = 0
+    for value, entry in large:
+        entry["at"] = at
+        at += -(-value.nbytes // _LENT_ALIGN) * _LENT_ALIGN
+    used = large[-1][1]["at"] + large[-1][0].nbytes
+    if used > lent.size:
+        return 0
+    try:
+        mapped = mmap.mmap(lent.fd, used, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except (OSError, ValueError):
+        return 0
+    try:
+        with contextlib.suppress(AttributeError, OSError):
+            mapped.madvise(mmap.MADV_DONTFORK)  # a child the candidate forks meanwhile does not keep it writable
+        for value, entry in large:
+            source = value.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
+            torch.frombuffer(mapped, dtype=torch.uint8, count=value.nbytes, offset=entry["at"]).copy_(source)
+            del source
+    finally:
+        mapped.close()
+    return used
 
 
 #: How deeply a reply's values may nest (kz's own replies nest a few levels; a JSON
@@ -343,25 +528,27 @@ MAX_HEADER_BYTES = 64 << 20
 MAX_CONTAINERS = 2_000_000
 
 
-def decode_reply(payload: bytes | bytearray | mmap.mmap | Encoded) -> Any:
+def decode_reply(payload: bytes | bytearray | mmap.mmap | Encoded, lent: LentFile | None = None, memory: ReplyMemory | None = None) -> Any:
     """Rebuild what :func:`encode_reply` encoded; raises WireError on anything else.
 
     Whatever the payload holds, the only exception is :class:`WireError` (a malformed
     reply is its worker's error, never the batch's: red-team round 26b ended a batch with
     a RecursionError, a ValueError for a 5,000-digit integer and a RuntimeError for a
     shape of ``[-1, -1]``). Each tensor's bytes are read once: a header naming one blob
-    300 times made 300 copies of it in the parent."""
+    300 times made 300 copies of it in the parent. ``lent``: the file lent with the
+    request, where tensors naming an offset (``at``) are, sealed before they are read;
+    ``memory``: the budget it counts in."""
     if not isinstance(payload, (bytearray, mmap.mmap)):
         payload = bytearray(bytes(payload) if isinstance(payload, Encoded) else payload)  # tensors are views of it, and torch writes tensors
     try:
-        return _decode(memoryview(payload))
+        return _decode(memoryview(payload), lent, memory)
     except WireError:
         raise
     except Exception as exc:  # noqa: BLE001 - untrusted bytes: any failure is the reply's
         raise WireError(f"malformed reply: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def _decode(view: memoryview) -> Any:
+def _decode(view: memoryview, lent: LentFile | None = None, memory: ReplyMemory | None = None) -> Any:
     import torch
 
     offset = 0
@@ -386,6 +573,13 @@ def _decode(view: memoryview) -> Any:
         blobs.append(view[offset : offset + size])
         offset += size
     used: set[int] = set()
+    shared: memoryview | None = None  # the lent file's bytes, once sealed
+    regions: list[tuple[int, int]] = []
+    if isinstance(header, dict) and "__lent__" in header:
+        length, header = header["__lent__"], header.get("value")
+        if lent is None or type(length) is not int or not 0 < length <= lent.size:
+            raise WireError("a reply names a lent file that was not lent, or more of it than there is")
+        shared = memoryview(lent.take(length, memory))
 
     def build(value: Any, depth: int) -> Any:
         if depth > MAX_DEPTH:
@@ -403,6 +597,12 @@ def _decode(view: memoryview) -> Any:
                     raise WireError("a tensor names tensor data that is missing or named already")
                 used.add(index)
                 data = blobs[index]
+                if "at" in value:
+                    at = value["at"]
+                    if shared is None or type(at) is not int or not 0 <= at <= len(shared) or len(data):
+                        raise WireError("a tensor names a place in the lent file that is not there")
+                    data = shared[at : at + math.prod(shape) * torch.empty((), dtype=dtype).element_size()]
+                    regions.append((at, at + len(data)))
                 numel = math.prod(shape)
                 itemsize = torch.empty((), dtype=dtype).element_size()
                 if len(data) != numel * itemsize:
@@ -428,13 +628,25 @@ def _decode(view: memoryview) -> Any:
             return value
         raise WireError(f"unexpected JSON value of type {type(value).__name__}")  # never its repr: it may be huge
 
-    return build(header, 0)
+    value = build(header, 0)
+    regions.sort()
+    if any(start < end for (_, end), (start, _) in zip(regions, regions[1:])):
+        raise WireError("two tensors name the same bytes of the lent file")  # each its own, as in the reply itself
+    return value
 
 
 def send_reply(sock: socket.socket, reply: Any) -> None:
-    send_frame(sock, encode_reply(reply))
+    """Reply to the request last received, in the file it lent where it lent one."""
+    global _lent_for_reply
+    lent, _lent_for_reply = _lent_for_reply, None
+    try:
+        send_frame(sock, encode_reply(reply, lent))
+    finally:
+        if lent is not None:
+            lent.close()
 
 
-def recv_reply(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES, memory: ReplyMemory | None = REPLY_MEMORY) -> Any:
-    """A worker's reply, received under the process's budget for replies in flight."""
-    return decode_reply(recv_frame(sock, max_bytes, memory))
+def recv_reply(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES, memory: ReplyMemory | None = REPLY_MEMORY, lent: LentFile | None = None) -> Any:
+    """A worker's reply, received under the process's budget for replies in flight;
+    ``lent``: the file lent with the request (:func:`send_request`)."""
+    return decode_reply(recv_frame(sock, max_bytes, memory), lent, memory)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 import socket
 import struct
@@ -320,6 +321,131 @@ def test_a_reply_s_tensor_bytes_are_sent_from_the_tensor_not_copied_first():
     try:
         threading.Thread(target=wire.send_reply, args=(left, {"x": tensor, "ok": True}), daemon=True).start()
         assert torch.equal(wire.recv_reply(right)["x"], tensor)
+    finally:
+        left.close()
+        right.close()
+
+
+def _lent_reply(value, size=64 << 20):
+    """``value`` encoded by a worker into a file lent for it: (the file, the reply's frame)."""
+    lent = wire.LentFile.create(size)
+    assert lent is not None  # Linux: memory files
+    return lent, bytes(wire.encode_reply(value, lent))
+
+
+def test_a_reply_s_large_tensors_come_in_the_file_the_parent_lent():
+    """Written against sending them through the socket: a recording of KernelBench's largest
+    layers replied with about 8 GiB, copied from the GPU to the worker's memory, then
+    through the socket into the parent's, all while the worker held the GPU (about 190 s of
+    the forty-fifth session's sweep, in no named phase). The parent now lends a memory
+    file with each request; the worker copies each large tensor into it, and the parent
+    maps it. Small tensors stay in the reply; the values arrive equal and writable."""
+    big = torch.arange(1 << 20, dtype=torch.float32).reshape(1024, 1024)  # 4 MiB
+    odd = torch.arange(3 << 18, dtype=torch.float64)[::3]  # a strided view, 2 MiB once contiguous
+    left, right = socket.socketpair()
+    lent = wire.LentFile.create(64 << 20)
+    try:
+        wire.send_request(left, {"op": "record"}, lent)
+        assert wire.recv_request(right) == {"op": "record"}
+        threading.Thread(target=wire.send_reply, args=(right, {"c": [big, odd], "small": torch.ones(3)}), daemon=True).start()
+        frame = wire.recv_frame(left)
+        assert len(frame) < 4096  # the large tensors are not in the reply itself
+        reply = wire.decode_reply(frame, lent)
+    finally:
+        lent.close()
+        left.close()
+        right.close()
+    assert torch.equal(reply["c"][0], big) and torch.equal(reply["c"][1], odd) and torch.equal(reply["small"], torch.ones(3))
+    reply["c"][0].add_(1)  # mapped copy-on-write: writable, and the file stays as it was
+    assert wire._lent_for_reply is None  # the worker's lent file went with its reply
+
+
+def test_a_lent_file_the_worker_keeps_writable_or_sealed_refuses_the_reply():
+    """The file is the candidate's process's too: without a seal, code in it could map the
+    file again, and change the plan's constants after the parent read them (a private
+    mapping shows the file's changes until a page is written). The parent seals the file
+    at the length the reply names before it reads a byte: a writable mapping kept, a seal
+    of the worker's own, or a size changed make the reply that worker's WireError, and
+    once sealed no one writes it."""
+    import fcntl
+    import mmap
+    import os
+
+    value = {"c": torch.ones(1 << 19)}  # 2 MiB
+    lent, frame = _lent_reply(value)
+    kept = mmap.mmap(lent.fd, 1 << 21)  # shared and writable, as the candidate's code could map it
+    with pytest.raises(wire.WireError, match="could not be sealed"):
+        wire.decode_reply(frame, lent)
+    kept.close()
+    lent.close()
+    lent, frame = _lent_reply(value)
+    fcntl.fcntl(lent.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL)  # no seal the parent could add
+    with pytest.raises(wire.WireError, match="could not be sealed"):
+        wire.decode_reply(frame, lent)
+    lent.close()
+    lent, frame = _lent_reply(value)
+    reply = wire.decode_reply(frame, lent)
+    with pytest.raises(PermissionError):
+        os.pwrite(lent.fd, b"\0" * 8, 0)
+    with pytest.raises(PermissionError):
+        mmap.mmap(lent.fd, 1 << 21)
+    assert torch.equal(reply["c"], value["c"])
+    lent.close()
+
+
+def test_a_reply_naming_bytes_of_the_lent_file_not_there_or_twice_is_refused():
+    """Offsets are the worker's to write: each tensor must lie inside the part of the file
+    the reply names, in a file that was lent, apart from every other tensor."""
+    entry = {"__tensor__": 0, "dtype": "float32", "shape": [1 << 18], "at": 0}
+    forged = {  # name: (header, the error's words)
+        "past its end": ({"__lent__": 1 << 20, "value": {**entry, "at": 4096}}, r"has \d+ bytes"),
+        "twice": ({"__lent__": 1 << 21, "value": {"__list__": [entry, {**entry, "__tensor__": 1, "at": 4096}]}}, "the same bytes"),
+        "more than lent": ({"__lent__": 1 << 30, "value": entry}, "more of it than there is"),
+        "in the reply too": ({"__lent__": 1 << 21, "value": entry}, "not there"),
+    }
+    for name, (header, words) in forged.items():
+        lent, _ = _lent_reply({"c": torch.ones(1 << 19)})  # 2 MiB written, the file unsealed
+        blobs = [b"", b""] if name == "twice" else [b"\0" * 4 if name == "in the reply too" else b""]
+        with pytest.raises(wire.WireError, match=words):
+            wire.decode_reply(_payload(json.dumps(header).encode(), blobs), lent)
+        lent.close()
+    with pytest.raises(wire.WireError, match="not lent"):
+        wire.decode_reply(_payload(json.dumps({"__lent__": 1 << 21, "value": entry}).encode(), [b""]))
+
+
+def test_a_lent_reply_counts_in_the_reply_budget_and_past_it_is_copied_to_a_file(tmp_path):
+    """A lent file's bytes are the parent's to hold once mapped, like a received reply's:
+    within the budget until the last tensor made from them is gone; past it, copied into
+    an unnamed file (and the memory file let go), decoding the same."""
+    import gc
+
+    sent = torch.arange(5 << 20, dtype=torch.float32)  # 20 MiB
+    memory = wire.ReplyMemory(64 << 20, spill_dir=str(tmp_path))
+    lent, frame = _lent_reply({"c": sent})
+    reply = wire.decode_reply(frame, lent, memory)
+    lent.close()
+    assert memory.held == sent.nbytes and memory.spilled == 0 and torch.equal(reply["c"], sent)
+    del reply
+    gc.collect()
+    assert memory.held == 0
+    tight = wire.ReplyMemory(1 << 20, spill_dir=str(tmp_path))
+    lent, frame = _lent_reply({"c": sent})
+    reply = wire.decode_reply(frame, lent, tight)
+    lent.close()
+    assert tight.held == 0 and tight.spilled == 1 and torch.equal(reply["c"], sent)
+
+
+def test_descriptors_a_worker_sends_with_its_reply_are_not_kept():
+    """Only a request brings a descriptor (the parent's lent file). One a worker sends with
+    its reply is dropped by the kernel, never left open in the parent."""
+    import os
+
+    left, right = socket.socketpair()
+    try:
+        before = len(os.listdir("/proc/self/fd"))
+        wire.send_frame(right, wire.encode_reply({"ok": True}), (right.fileno(),) * 1)
+        assert wire.decode_reply(wire.recv_frame(left)) == {"ok": True}
+        assert len(os.listdir("/proc/self/fd")) == before
     finally:
         left.close()
         right.close()
