@@ -432,12 +432,14 @@ def recv_request(sock: socket.socket) -> dict[str, Any]:
 # --- worker -> parent: JSON + tensor bytes ---------------------------------------------
 
 
-def encode_reply(reply: Any, lent: LentFile | None = None) -> Encoded:
+def encode_reply(reply: Any, lent: LentFile | None | str = "the request's") -> Encoded:
     """Encode dicts/lists/tuples/str/int/float/bool/None and torch tensors, nothing else:
     the message's parts, each tensor's bytes a view of its host copy (``bytes()`` of the
-    result is the whole message). With ``lent`` (the file the parent lent with the
-    request), each tensor of :data:`LENT_ABOVE` bytes or more is copied into that file
-    instead, from its device straight into the parent's memory."""
+    result is the whole message). With ``lent`` (by default the file the parent lent with
+    the request being answered), each tensor of :data:`LENT_ABOVE` bytes or more is copied
+    into that file instead, from its device straight into the parent's memory."""
+    if isinstance(lent, str):
+        lent = _lent_for_reply
     blobs: list[Any] = []
     large: list[tuple[Any, dict[str, Any]]] = []  # (tensor, its entry in the header) for the lent file
 
@@ -636,14 +638,15 @@ def _decode(view: memoryview, lent: LentFile | None = None, memory: ReplyMemory 
 
 
 def send_reply(sock: socket.socket, reply: Any) -> None:
-    """Reply to the request last received, in the file it lent where it lent one."""
+    """Reply to the request last received, in the file it lent where it lent one (once:
+    a second reply, a failure's, comes whole)."""
     global _lent_for_reply
-    lent, _lent_for_reply = _lent_for_reply, None
     try:
-        send_frame(sock, encode_reply(reply, lent))
+        send_frame(sock, encode_reply(reply))  # called with the reply alone, as ever (cheats wrap it so)
     finally:
-        if lent is not None:
-            lent.close()
+        if _lent_for_reply is not None:
+            _lent_for_reply.close()
+            _lent_for_reply = None
 
 
 def recv_reply(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES, memory: ReplyMemory | None = REPLY_MEMORY, lent: LentFile | None = None) -> Any:
