@@ -702,6 +702,8 @@ class WorkerProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=2)
             reason = self.describe_exit()
+            if isinstance(exc, wire.WireError) and self.process.poll() is None:
+                reason = "the worker's reply was refused"  # it still runs: what it sent is the fault
             self.kill()
             raise WorkerDied(f"{reason} ({exc})") from exc
         finally:
