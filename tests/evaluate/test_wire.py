@@ -439,13 +439,22 @@ def test_descriptors_a_worker_sends_with_its_reply_are_not_kept():
     """Only a request brings a descriptor (the parent's lent file). One a worker sends with
     its reply is dropped by the kernel, never left open in the parent."""
     import os
+    import uuid
 
+    name = f"kz-test-{uuid.uuid4().hex}"
     left, right = socket.socketpair()
     try:
-        before = len(os.listdir("/proc/self/fd"))
-        wire.send_frame(right, wire.encode_reply({"ok": True}), (right.fileno(),) * 1)
+        sent = os.memfd_create(name)
+        wire.send_frame(right, wire.encode_reply({"ok": True}), (sent,))
+        os.close(sent)  # only the one in flight is left
         assert wire.decode_reply(wire.recv_frame(left)) == {"ok": True}
-        assert len(os.listdir("/proc/self/fd")) == before
+        held = []
+        for entry in os.listdir("/proc/self/fd"):
+            try:
+                held.append(os.readlink(f"/proc/self/fd/{entry}"))
+            except OSError:
+                continue  # closed meanwhile (the listing's own descriptor, another thread's)
+        assert not [link for link in held if name in link]
     finally:
         left.close()
         right.close()
