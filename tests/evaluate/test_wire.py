@@ -347,10 +347,12 @@ def test_a_reply_s_large_tensors_come_in_the_file_the_parent_lent():
     try:
         wire.send_request(left, {"op": "record"}, lent)
         assert wire.recv_request(right) == {"op": "record"}
-        threading.Thread(target=wire.send_reply, args=(right, {"c": [big, odd], "small": torch.ones(3)}), daemon=True).start()
+        sender = threading.Thread(target=wire.send_reply, args=(right, {"c": [big, odd], "small": torch.ones(3)}), daemon=True)
+        sender.start()
         frame = wire.recv_frame(left)
         assert len(frame) < 4096  # the large tensors are not in the reply itself
         reply = wire.decode_reply(frame, lent)
+        sender.join(30)
     finally:
         lent.close()
         left.close()
