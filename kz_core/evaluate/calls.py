@@ -41,14 +41,15 @@ def stage_failure(reply: dict[str, Any]) -> Finding:
     return Finding(check, message)
 
 
-def call_worker(worker: WorkerProcess, request: dict[str, Any], timeout: float, stage: str) -> tuple[dict[str, Any] | None, Finding | None]:
+def call_worker(worker: WorkerProcess, request: dict[str, Any], timeout: float, stage: str, files: tuple[Any, ...] = ()) -> tuple[dict[str, Any] | None, Finding | None]:
     """One request; a timeout, a dead worker or a failed stage comes back as a finding.
 
     A reply that reports a fatal CUDA error retires the worker (its context is unusable),
     whether the request failed or the worker could still reply with its results.
+    ``files``: sealed reply files the request's tensors may be passed by (``WorkerProcess.call``).
     """
     try:
-        reply = worker.call(request, timeout=timeout)
+        reply = worker.call(request, timeout=timeout, files=files) if files else worker.call(request, timeout=timeout)
     except WorkerTimeout as exc:
         return None, Finding("timeout", f"{stage}: {exc}")
     except WorkerDied as exc:

@@ -996,10 +996,13 @@ class Evaluator:
             with self._reservation(reference), self._gpu.shared(), self.contention.hold("candidate worker", self._candidate_pool.acquire()) as worker:
                 timings = attrs.evolve(timings, waiting_s=time.perf_counter() - waiting_started)
                 load_started = time.perf_counter()
+                recorded = None
                 reply, failure = self._load(worker, candidate, problem)
                 if failure is None:
                     findings += [Finding("backend", note, Severity.INFO) for note in reply["notes"]]
                     reply, failure = call_worker(worker, self._record_request(problem, reference), self.config.compile_timeout_s + self.config.run_timeout_s, "recording forward")
+                    # The recording's own sealed file: its constants go to its executor by it
+                    recorded = getattr(worker, "reply_file", None) if failure is None else None
                 timings = attrs.evolve(timings, compile_s=time.perf_counter() - load_started)
                 worker.kill()  # nothing of the candidate's runs from here on
             if failure is not None or reply is None:
@@ -1023,12 +1026,12 @@ class Evaluator:
                 "plans": {key: (plans[key], constants[key]) for key in plans},
             }
             prepare_started = time.perf_counter()
-            reply, failure = _executor_call(executor, prepare, self.config.compile_timeout_s, "compile")
+            reply, failure = _executor_call(executor, prepare, self.config.compile_timeout_s, "compile", files=(recorded,) if recorded is not None else ())
             # The executor holds the plans now: their constants (the reply's memory here,
             # gigabytes for KernelBench's largest layers) are not kept through the trials,
             # the wait for the GPU and the timing, where they filled the budget for the
             # replies of the candidates beside this one.
-            del prepare, plans, constants
+            del prepare, plans, constants, recorded
             if failure is None and reply is not None and reply.get("failure"):
                 failure = self._load_failure(reply)
             timings = attrs.evolve(timings, compile_s=(timings.compile_s or 0.0) + time.perf_counter() - prepare_started)
@@ -1573,9 +1576,9 @@ def _entry_key(entry: dict[str, Any]) -> str:
     return json.dumps([entry.get("backend"), entry.get("arguments")], sort_keys=True, default=repr)
 
 
-def _executor_call(worker: WorkerProcess, request: dict[str, Any], timeout: float, stage: str) -> tuple[dict[str, Any] | None, Finding | None]:
+def _executor_call(worker: WorkerProcess, request: dict[str, Any], timeout: float, stage: str, files: tuple[Any, ...] = ()) -> tuple[dict[str, Any] | None, Finding | None]:
     """``call_worker`` for an executor, whose failed replies may name their finding."""
-    reply, failure = call_worker(worker, request, timeout, stage)
+    reply, failure = call_worker(worker, request, timeout, stage, files)
     if failure is not None and reply is not None and reply.get("check") in EXECUTOR_CHECKS:
         failure = Finding(reply["check"], failure.message)
     return reply, failure

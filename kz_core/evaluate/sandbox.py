@@ -553,6 +553,8 @@ class WorkerProcess:
         #: The content hash of the last problem a request named (diagnostics: peaks are
         #: recorded in footprints of it).
         self.problem_hash: str | None = None
+        #: The sealed file of the last reply's large tensors, while they are mapped (wire.SealedReply).
+        self.reply_file: wire.SealedReply | None = None
         self.zygote = zygote
         self.worker_pid = 0
         self._worker_handle: _ProcessHandle | None = None
@@ -678,8 +680,10 @@ class WorkerProcess:
             return f"the worker was killed by {_signal_name(128 - code)}"
         return f"the worker process exited with status {code} before replying"
 
-    def call(self, request: dict[str, Any], timeout: float, _raw_init: bool = False) -> dict[str, Any]:
-        """Send one request and wait at most ``timeout`` seconds for the reply."""
+    def call(self, request: dict[str, Any], timeout: float, _raw_init: bool = False, files: tuple[wire.SealedReply, ...] = ()) -> dict[str, Any]:
+        """Send one request and wait at most ``timeout`` seconds for the reply. ``files``:
+        sealed files of earlier replies whose bytes the request's tensors may be passed by
+        (``wire.send_request``); :attr:`reply_file` is this reply's, when it has one."""
         if self.retired:
             raise WorkerDied("this worker was retired")
         deadline = time.monotonic() + timeout
@@ -691,9 +695,10 @@ class WorkerProcess:
         lent = wire.LentFile.create(self.settings.max_reply_bytes)
         try:
             self.sock.settimeout(timeout)
-            wire.send_request(self.sock, request, lent)
+            wire.send_request(self.sock, request, lent, files)
             self.sock.settimeout(max(0.001, deadline - time.monotonic()))
             reply = wire.recv_reply(self.sock, self.settings.max_reply_bytes, lent=lent)
+            self.reply_file = lent.kept if lent is not None else None
         except (TimeoutError, socket.timeout) as exc:
             self.kill()
             raise WorkerTimeout(f"no reply within {timeout:g} s; the worker's process group was killed") from exc

@@ -166,6 +166,8 @@ class LentFile:
 
     def __init__(self, fd: int, size: int) -> None:
         self.fd, self.size = fd, size
+        #: Once a reply's bytes are mapped from it: the sealed file, to pass them on (:class:`SealedReply`).
+        self.kept: SealedReply | None = None
 
     @classmethod
     def create(cls, size: int) -> LentFile | None:
@@ -206,10 +208,10 @@ class LentFile:
         received; past its budget, copied into what :meth:`ReplyMemory.buffer` gives."""
         self.seal(used)
         mapped = mmap.mmap(self.fd, used, access=mmap.ACCESS_COPY)
-        if memory is None or used < SPILL_ABOVE:
-            return mapped
-        if memory.hold(used):
-            weakref.finalize(mapped, memory._release, used)
+        if memory is None or used < SPILL_ABOVE or memory.hold(used):
+            if memory is not None and used >= SPILL_ABOVE:
+                weakref.finalize(mapped, memory._release, used)
+            self.kept = SealedReply(self.fd, mapped, used)
             return mapped
         spilled = memory.spill(used)
         if len(spilled) < used:
@@ -217,6 +219,59 @@ class LentFile:
         spilled[:used] = mapped
         mapped.close()
         return spilled
+
+
+class SealedReply:
+    """A reply's sealed lent file as the parent keeps it while its bytes are mapped: a
+    request may pass those bytes on by the file (:func:`send_request`'s ``files``), and
+    the worker reads them from it, instead of receiving them through the socket (a plan's
+    constants, sent from the candidate's recording to its executor). Only bytes the parent
+    has not written are passed so: its mapping is copy-on-write, and a page it wrote is
+    its own, no longer the file's (:func:`_unwritten`). The file is closed when the
+    mapping goes."""
+
+    def __init__(self, fd: int, mapped: mmap.mmap, length: int) -> None:
+        self.fd = os.dup(fd)
+        self.length = length
+        view = ctypes.c_char.from_buffer(mapped)
+        self.base = ctypes.addressof(view)
+        del view  # a buffer exported keeps the mapping from being closed
+        self._mapped = weakref.ref(mapped)
+        weakref.finalize(mapped, os.close, self.fd)
+
+    def place(self, tensor: Any) -> int | None:
+        """Where ``tensor``'s bytes are in the file, if they are all there and unwritten."""
+        start = tensor.data_ptr()
+        if self._mapped() is None or not self.base <= start <= start + tensor.nbytes <= self.base + self.length:
+            return None
+        return start - self.base if _unwritten(start, tensor.nbytes) else None
+
+
+def _unwritten(address: int, size: int) -> bool:
+    """No page of ``size`` bytes at ``address`` (in a private mapping of a file) has been
+    written by this process: ``/proc/self/pagemap`` shows none of them present and
+    anonymous (a written page is a copy of the process's own), nor swapped."""
+    import numpy
+
+    if size <= 0:
+        return True
+    page = mmap.PAGESIZE
+    first, last = address // page, (address + size - 1) // page
+    wanted = (last - first + 1) * 8
+    try:
+        with open("/proc/self/pagemap", "rb", buffering=0) as pagemap:
+            pagemap.seek(first * 8)
+            data = bytearray()
+            while len(data) < wanted:
+                chunk = pagemap.read(wanted - len(data))
+                if not chunk:
+                    return False
+                data += chunk
+    except OSError:
+        return False
+    entries = numpy.frombuffer(bytes(data), dtype=numpy.uint64)
+    present, swapped, file_page = (entries >> numpy.uint64(63)) & 1, (entries >> numpy.uint64(62)) & 1, (entries >> numpy.uint64(61)) & 1
+    return not bool((swapped | (present & (1 - file_page))).any())
 
 
 #: Tensors of a reply of at least this many bytes go through the parent's lent file when
@@ -306,8 +361,9 @@ def _recv_length(sock: socket.socket, deadline: float | None = None, fds: list[i
     return size
 
 
-#: The most descriptors a frame may bring (a request brings its lent file).
-_MOST_FDS = 1
+#: The most descriptors a frame may bring (a request brings its lent file and the sealed
+#: files it passes bytes by).
+_MOST_FDS = 8
 
 
 def recv_frame(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES, memory: ReplyMemory | None = None) -> bytearray | mmap.mmap:
@@ -336,17 +392,25 @@ class _RequestPickler(pickle.Pickler):
     """Pickle, with each large plain tensor replaced by its number in ``tensors``, whose
     bytes follow the pickle as frames of their own."""
 
-    def __init__(self, file: Any) -> None:
+    def __init__(self, file: Any, files: tuple[SealedReply, ...] = ()) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.tensors: list[Any] = []
+        self.files = files
+        self.used: dict[int, int] = {}  # id of a file in ``files`` -> its place among the descriptors sent
 
     def reducer_override(self, obj: Any) -> Any:
         import torch
 
         if type(obj) is not torch.Tensor or not _whole_plain_tensor(obj):
             return NotImplemented
+        dtype = str(obj.dtype).removeprefix("torch.")
+        for file in self.files:
+            at = file.place(obj)
+            if at is not None and (id(file) in self.used or len(self.used) < _MOST_FDS - 1):
+                slot = self.used.setdefault(id(file), len(self.used))
+                return _placed_tensor, (slot, at, obj.nbytes, dtype, tuple(obj.shape))
         self.tensors.append(obj)
-        return _received_tensor, (len(self.tensors) - 1, str(obj.dtype).removeprefix("torch."), tuple(obj.shape))
+        return _received_tensor, (len(self.tensors) - 1, dtype, tuple(obj.shape))
 
 
 def _whole_plain_tensor(tensor: Any) -> bool:
@@ -378,6 +442,23 @@ def _received_tensor(index: int, dtype: str, shape: tuple[int, ...]) -> Any:
     return _RECEIVING.tensors[index].view(getattr(torch, dtype)).reshape(shape)
 
 
+def _placed_tensor(slot: int, at: int, size: int, dtype: str, shape: tuple[int, ...]) -> Any:
+    """A tensor whose bytes the parent passed by a sealed file: read from it into memory
+    of the tensor's own (torch's, so that its storage stays resizable)."""
+    import torch
+
+    tensor = torch.empty(size, dtype=torch.uint8)
+    if size:
+        into = memoryview((ctypes.c_char * size).from_address(tensor.data_ptr())).cast("B")
+        done = 0
+        while done < size:
+            count = os.preadv(_RECEIVING.files[slot], [into[done:]], at + done)
+            if count <= 0:
+                raise WireError("a sealed file the parent passed ended early")
+            done += count
+    return tensor.view(getattr(torch, dtype)).reshape(shape)
+
+
 def _byte_view(tensor: Any) -> memoryview:
     """A contiguous CPU tensor's bytes, without a copy: what is sent of it."""
     import torch
@@ -385,13 +466,18 @@ def _byte_view(tensor: Any) -> memoryview:
     return memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
 
 
-def send_request(sock: socket.socket, request: dict[str, Any], lent: LentFile | None = None) -> None:
-    """A frame of the tensor count and the pickle (with ``lent``'s file, for the reply's
-    large tensors), then a frame of each large tensor's bytes."""
+def send_request(sock: socket.socket, request: dict[str, Any], lent: LentFile | None = None, files: tuple[SealedReply, ...] = ()) -> None:
+    """A frame of the tensor count, the count of sealed files and the pickle (with those
+    files, then ``lent``'s, for the reply's large tensors), then a frame of each large
+    tensor's bytes. ``files``: replies' sealed files whose unwritten bytes the request's
+    tensors may be passed by (only a file of what the receiving worker may read: the same
+    candidate's own recording, sent to its executor)."""
     stream = io.BytesIO()
-    pickler = _RequestPickler(stream)
+    pickler = _RequestPickler(stream, files)
     pickler.dump(request)
-    send_frame(sock, Encoded([_LENGTH.pack(len(pickler.tensors)), stream.getbuffer()]), (lent.fd,) if lent is not None else ())
+    placed = sorted((pickler.used[id(file)], file.fd) for file in files if id(file) in pickler.used)
+    fds = tuple(fd for _, fd in placed) + ((lent.fd,) if lent is not None else ())
+    send_frame(sock, Encoded([_LENGTH.pack(len(pickler.tensors)), _LENGTH.pack(len(placed)), stream.getbuffer()]), fds)
     for tensor in pickler.tensors:
         send_frame(sock, _byte_view(tensor.detach()))
 
@@ -407,9 +493,14 @@ def recv_request(sock: socket.socket) -> dict[str, Any]:
     size = _recv_length(sock, fds=fds)
     if _lent_for_reply is not None:
         _lent_for_reply.close()
-    _lent_for_reply = LentFile(fds[0], os.fstat(fds[0]).st_size) if fds else None
     frame = _recv_exactly(sock, size)
-    (count,) = _LENGTH.unpack_from(frame, 0)
+    count, passed = _LENGTH.unpack_from(frame, 0)[0], _LENGTH.unpack_from(frame, _LENGTH.size)[0]
+    if len(fds) - passed not in (0, 1):
+        for fd in fds:
+            os.close(fd)
+        raise WireError(f"a request with {len(fds)} descriptors names {passed} sealed files")
+    files = fds[:passed]
+    _lent_for_reply = LentFile(fds[passed], os.fstat(fds[passed]).st_size) if len(fds) > passed else None
     tensors = []
     for _ in range(count):
         import torch
@@ -422,11 +513,14 @@ def recv_request(sock: socket.socket) -> dict[str, Any]:
         # until the garbage collector ran, and kept the storage from being resized).
         _recv_exactly(sock, size, into=memoryview((ctypes.c_char * size).from_address(tensor.data_ptr())).cast("B"))
         tensors.append(tensor)
-    _RECEIVING.tensors = tensors
+    _RECEIVING.tensors, _RECEIVING.files = tensors, files
     try:
-        return pickle.loads(memoryview(frame)[_LENGTH.size :])
+        return pickle.loads(memoryview(frame)[2 * _LENGTH.size :])
     finally:
-        _RECEIVING.tensors = []
+        _RECEIVING.tensors, _RECEIVING.files = [], []
+        for fd in files:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 # --- worker -> parent: JSON + tensor bytes ---------------------------------------------

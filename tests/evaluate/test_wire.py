@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import json
 import pickle
 import socket
@@ -275,6 +276,12 @@ class _Collect:
     def sendall(self, data) -> None:
         self.sent.append(bytes(data))
 
+    def sendmsg(self, buffers, ancillary) -> int:
+        self.fds = [fd for _, _, items in ancillary for fd in array.array("i", bytes(items))]
+        data = b"".join(bytes(b) for b in buffers)
+        self.sent.append(data)
+        return len(data)
+
 
 def test_a_request_s_large_tensors_travel_out_of_band_and_arrive_whole():
     """Written against pickling them: torch pickles a tensor through a copy made by
@@ -460,3 +467,48 @@ def test_descriptors_a_worker_sends_with_its_reply_are_not_kept():
     finally:
         left.close()
         right.close()
+
+
+def test_a_recording_s_constants_go_on_to_its_executor_by_its_sealed_file_unless_written():
+    """Written against sending them through the socket again: the parent received a plan's
+    constants and sent them on to the executor, gigabytes through two more copies (8 of
+    the 10 s of ``2_ShallowWideMLP``'s ``prepare`` on an H100). A request may now pass
+    tensors by the reply's sealed file; the worker reads them into memory of its own (its
+    storage resizable, as before). A tensor the parent wrote since goes as bytes: its
+    mapping is copy-on-write, so the file no longer holds what the tensor does."""
+    import os
+
+    sent = {"a": torch.arange(1 << 20, dtype=torch.float32), "b": torch.ones(1 << 19, dtype=torch.int64)}  # 4 MiB each
+    lent, frame = _lent_reply(sent)
+    received = wire.decode_reply(frame, lent)
+    kept = lent.kept
+    lent.close()
+    assert kept is not None and kept.place(received["a"]) is not None
+    received["b"][7] = 9  # the parent wrote it: this page is its own now
+    assert kept.place(received["b"]) is None
+    collect = _Collect()
+    wire.send_request(collect, {"op": "prepare", "constants": [received["a"], received["b"]]}, files=(kept,))
+    assert sum(len(part) for part in collect.sent) < (4 << 20) + (64 << 10)  # "b" in bytes, "a" not
+    assert collect.fds == [kept.fd]  # the sealed file, and no lent one (none was given)
+    left, right = socket.socketpair()
+    try:
+        # what send_request sent, the sealed file beside its first frame's length as there
+        left.sendmsg([collect.sent[0]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", collect.fds))])
+        threading.Thread(target=left.sendall, args=(b"".join(collect.sent[1:]),), daemon=True).start()
+        request = wire.recv_request(right)
+    finally:
+        left.close()
+        right.close()
+    a, b = request["constants"]
+    assert torch.equal(a, sent["a"]) and torch.equal(b, received["b"]) and b[7] == 9
+    a.resize_(1 << 21)  # memory of the worker's own, resizable
+    assert wire._lent_for_reply is None
+    with pytest.raises(PermissionError):
+        os.pwrite(kept.fd, b"\0", 0)  # the file stays sealed
+    del received
+    import gc
+
+    gc.collect()
+    assert kept._mapped() is None
+    with pytest.raises(OSError):
+        os.fstat(kept.fd)  # closed with its mapping
