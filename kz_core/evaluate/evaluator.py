@@ -1578,7 +1578,7 @@ def _entry_key(entry: dict[str, Any]) -> str:
 
 def _executor_call(worker: WorkerProcess, request: dict[str, Any], timeout: float, stage: str, files: tuple[Any, ...] = ()) -> tuple[dict[str, Any] | None, Finding | None]:
     """``call_worker`` for an executor, whose failed replies may name their finding."""
-    reply, failure = call_worker(worker, request, timeout, stage, files)
+    reply, failure = call_worker(worker, request, timeout, stage, files) if files else call_worker(worker, request, timeout, stage)
     if failure is not None and reply is not None and reply.get("check") in EXECUTOR_CHECKS:
         failure = Finding(reply["check"], failure.message)
     return reply, failure
