@@ -33,6 +33,8 @@ import weakref
 from typing import Any
 
 _LENGTH = struct.Struct(">Q")
+#: A request's first frame starts with its count of large tensors and of sealed files passed.
+_COUNTS = struct.Struct(">QQ")
 
 #: torch dtypes a worker may send, by name. Anything else is refused.
 TENSOR_DTYPES = (
@@ -208,17 +210,18 @@ class LentFile:
         received; past its budget, copied into what :meth:`ReplyMemory.buffer` gives."""
         self.seal(used)
         mapped = mmap.mmap(self.fd, used, access=mmap.ACCESS_COPY)
-        if memory is None or used < SPILL_ABOVE or memory.hold(used):
-            if memory is not None and used >= SPILL_ABOVE:
-                weakref.finalize(mapped, memory._release, used)
-            self.kept = SealedReply(self.fd, mapped, used)
-            return mapped
-        spilled = memory.spill(used)
-        if len(spilled) < used:
-            spilled.extend(bytes(used - len(spilled)))  # type: ignore[union-attr]
-        spilled[:used] = mapped
-        mapped.close()
-        return spilled
+        counted = memory is not None and used >= SPILL_ABOVE
+        if counted and not memory.hold(used):  # type: ignore[union-attr]
+            spilled = memory.spill(used)  # type: ignore[union-attr]
+            if len(spilled) < used:
+                spilled.extend(bytes(used - len(spilled)))  # type: ignore[union-attr]
+            spilled[:used] = mapped
+            mapped.close()
+            return spilled
+        if counted:
+            weakref.finalize(mapped, memory._release, used)  # type: ignore[union-attr]
+        self.kept = SealedReply(self.fd, mapped, used)
+        return mapped
 
 
 class SealedReply:
@@ -396,7 +399,7 @@ class _RequestPickler(pickle.Pickler):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.tensors: list[Any] = []
         self.files = files
-        self.used: dict[int, int] = {}  # id of a file in ``files`` -> its place among the descriptors sent
+        self.passed: dict[int, int] = {}  # descriptor of a file in ``files`` -> its place among those sent
 
     def reducer_override(self, obj: Any) -> Any:
         import torch
@@ -406,8 +409,8 @@ class _RequestPickler(pickle.Pickler):
         dtype = str(obj.dtype).removeprefix("torch.")
         for file in self.files:
             at = file.place(obj)
-            if at is not None and (id(file) in self.used or len(self.used) < _MOST_FDS - 1):
-                slot = self.used.setdefault(id(file), len(self.used))
+            if at is not None and (file.fd in self.passed or len(self.passed) < _MOST_FDS - 1):
+                slot = self.passed.setdefault(file.fd, len(self.passed))
                 return _placed_tensor, (slot, at, obj.nbytes, dtype, tuple(obj.shape))
         self.tensors.append(obj)
         return _received_tensor, (len(self.tensors) - 1, dtype, tuple(obj.shape))
@@ -442,14 +445,24 @@ def _received_tensor(index: int, dtype: str, shape: tuple[int, ...]) -> Any:
     return _RECEIVING.tensors[index].view(getattr(torch, dtype)).reshape(shape)
 
 
-def _placed_tensor(slot: int, at: int, size: int, dtype: str, shape: tuple[int, ...]) -> Any:
-    """A tensor whose bytes the parent passed by a sealed file: read from it into memory
-    of the tensor's own (torch's, so that its storage stays resizable)."""
+def _own_bytes(size: int) -> tuple[Any, memoryview]:
+    """A tensor of ``size`` bytes in torch's own memory (its storage stays resizable, as a
+    pickled one's), and that memory as a buffer to write, which holds no reference to the
+    storage (a NumPy view would, until the garbage collector ran, and kept the storage from
+    being resized)."""
     import torch
 
     tensor = torch.empty(size, dtype=torch.uint8)
+    return tensor, memoryview((ctypes.c_char * size).from_address(tensor.data_ptr())).cast("B")
+
+
+def _placed_tensor(slot: int, at: int, size: int, dtype: str, shape: tuple[int, ...]) -> Any:
+    """A tensor whose bytes the parent passed by a sealed file: read from it into memory
+    of the tensor's own."""
+    import torch
+
+    tensor, into = _own_bytes(size)
     if size:
-        into = memoryview((ctypes.c_char * size).from_address(tensor.data_ptr())).cast("B")
         done = 0
         while done < size:
             count = os.preadv(_RECEIVING.files[slot], [into[done:]], at + done)
@@ -475,9 +488,8 @@ def send_request(sock: socket.socket, request: dict[str, Any], lent: LentFile | 
     stream = io.BytesIO()
     pickler = _RequestPickler(stream, files)
     pickler.dump(request)
-    placed = sorted((pickler.used[id(file)], file.fd) for file in files if id(file) in pickler.used)
-    fds = tuple(fd for _, fd in placed) + ((lent.fd,) if lent is not None else ())
-    send_frame(sock, Encoded([_LENGTH.pack(len(pickler.tensors)), _LENGTH.pack(len(placed)), stream.getbuffer()]), fds)
+    fds = (*pickler.passed, *((lent.fd,) if lent is not None else ()))  # in the order of their places
+    send_frame(sock, Encoded([_COUNTS.pack(len(pickler.tensors), len(pickler.passed)), stream.getbuffer()]), fds)
     for tensor in pickler.tensors:
         send_frame(sock, _byte_view(tensor.detach()))
 
@@ -494,7 +506,7 @@ def recv_request(sock: socket.socket) -> dict[str, Any]:
     if _lent_for_reply is not None:
         _lent_for_reply.close()
     frame = _recv_exactly(sock, size)
-    count, passed = _LENGTH.unpack_from(frame, 0)[0], _LENGTH.unpack_from(frame, _LENGTH.size)[0]
+    count, passed = _COUNTS.unpack_from(frame)
     if len(fds) - passed not in (0, 1):
         for fd in fds:
             os.close(fd)
@@ -503,19 +515,15 @@ def recv_request(sock: socket.socket) -> dict[str, Any]:
     _lent_for_reply = LentFile(fds[passed], os.fstat(fds[passed]).st_size) if len(fds) > passed else None
     tensors = []
     for _ in range(count):
-        import torch
-
         # From the parent, which the worker trusts: received at once into memory of their
-        # whole size, torch's own (a constant's storage stays resizable, as a pickled one's).
+        # whole size, torch's own.
         (size,) = _LENGTH.unpack(_recv_exactly(sock, _LENGTH.size))
-        tensor = torch.empty(size, dtype=torch.uint8)
-        # Its memory as a buffer that holds no reference to the storage (a NumPy view would,
-        # until the garbage collector ran, and kept the storage from being resized).
-        _recv_exactly(sock, size, into=memoryview((ctypes.c_char * size).from_address(tensor.data_ptr())).cast("B"))
+        tensor, into = _own_bytes(size)
+        _recv_exactly(sock, size, into=into)
         tensors.append(tensor)
     _RECEIVING.tensors, _RECEIVING.files = tensors, files
     try:
-        return pickle.loads(memoryview(frame)[2 * _LENGTH.size :])
+        return pickle.loads(memoryview(frame)[_COUNTS.size :])
     finally:
         _RECEIVING.tensors, _RECEIVING.files = [], []
         for fd in files:
@@ -549,8 +557,7 @@ def encode_reply(reply: Any, lent: LentFile | None | str = "the request's") -> E
                 blobs.append(b"")
                 large.append((value, entry))
                 return entry
-            host = value.detach().to("cpu").contiguous()
-            blobs.append(_byte_view(host) if host.numel() else b"")
+            blobs.append(_host_bytes(value))
             return entry
         if isinstance(value, dict):
             return {"__dict__": [[convert(k), convert(v)] for k, v in value.items()]}
@@ -572,13 +579,18 @@ def encode_reply(reply: Any, lent: LentFile | None | str = "the request's") -> E
         else:  # no room, or no memory to map it in: the bytes travel in the reply
             for value, entry in large:
                 entry.pop("at", None)
-                host = value.detach().to("cpu").contiguous()
-                blobs[entry["__tensor__"]] = _byte_view(host)
+                blobs[entry["__tensor__"]] = _host_bytes(value)
     header = json.dumps(converted).encode("utf-8")
     parts = Encoded([_LENGTH.pack(len(header)), header, _LENGTH.pack(len(blobs))])
     for blob in blobs:
         parts += [_LENGTH.pack(memoryview(blob).nbytes), blob]
     return parts
+
+
+def _host_bytes(value: Any) -> memoryview | bytes:
+    """A tensor's bytes as sent in a reply: a view of its host copy (of itself on a CPU)."""
+    host = value.detach().to("cpu").contiguous()
+    return _byte_view(host) if host.numel() else b""
 
 
 def _write_lent(lent: LentFile, large: list[tuple[Any, dict[str, Any]]]) -> int:
@@ -693,14 +705,14 @@ def _decode(view: memoryview, lent: LentFile | None = None, memory: ReplyMemory 
                     raise WireError("a tensor names tensor data that is missing or named already")
                 used.add(index)
                 data = blobs[index]
+                numel = math.prod(shape)
+                itemsize = torch.empty((), dtype=dtype).element_size()
                 if "at" in value:
                     at = value["at"]
                     if shared is None or type(at) is not int or not 0 <= at <= len(shared) or len(data):
                         raise WireError("a tensor names a place in the lent file that is not there")
-                    data = shared[at : at + math.prod(shape) * torch.empty((), dtype=dtype).element_size()]
+                    data = shared[at : at + numel * itemsize]
                     regions.append((at, at + len(data)))
-                numel = math.prod(shape)
-                itemsize = torch.empty((), dtype=dtype).element_size()
                 if len(data) != numel * itemsize:
                     raise WireError(f"tensor of shape {shape} and dtype {dtype_name} has {len(data)} bytes")
                 if numel == 0:
