@@ -221,6 +221,14 @@ class EvalConfig:
     # published sizes need 8 GiB and a bit (level 3's 2_ShallowWideMLP; three level-2
     # problems hold 4 GiB and a bit, over the 4096 this was until the forty-second session).
     plan_constant_mb: int = 16384
+    # On a GPU, a problem whose reference Model holds at least this many MiB of parameters
+    # and buffers (at its own sizes) has its models, reference and candidates alike, built
+    # with the GPU as torch's default device: their weights are drawn by torch's CUDA
+    # generator there, not by the CPU's one number at a time and then copied (KernelBench's
+    # way, kept below it: 8 GiB of weights took 11 s per model). Same seed, same layers,
+    # same weights either way; a ModelNew that cannot be built there is a runtime_error
+    # saying so. 0: every model on the CPU.
+    device_init_mb: int = 1024
     # Time correct candidates (and, on a GPU, the baselines).
     timing: bool = True
     # Baselines timed on the same GPU for speedups: `eager` and/or `compile`.

@@ -106,8 +106,12 @@ class CandidateOps:
             module = self.problem_module(request["problem"])
         except BaseException as exc:  # noqa: BLE001
             return error_reply("problem", exc)
+        try:  # decided before the candidate's code runs, from the problem alone
+            on_device = self.builds_on_device(request["problem"], request["init_seed"])
+        except BaseException as exc:  # noqa: BLE001
+            return error_reply("problem", exc)
         laps("problem")
-        self.candidate = {"workdir": workdir, "problem_module": module, "threads_before": threads_before}
+        self.candidate = {"workdir": workdir, "problem_module": module, "threads_before": threads_before, "on_device": on_device}
         try:
             compiled = backend_hook("backend_compile", candidate.backend)(candidate=candidate, device=self.device, workdir=workdir)
         except BaseException as exc:  # noqa: BLE001 - raising at import is a compile failure
@@ -128,7 +132,7 @@ class CandidateOps:
         assert isinstance(compiled, CompiledCandidate)
         try:
             init_inputs = make_init_inputs(module, request["init_seed"])
-            model = instantiate(compiled.model_class, init_inputs, request["init_seed"], self.device)
+            model = instantiate(compiled.model_class, init_inputs, request["init_seed"], self.device, on_device)
         except BaseException as exc:  # noqa: BLE001
             return error_reply("init", exc)
         self.candidate.update(compiled=compiled, model=model)
@@ -282,7 +286,7 @@ class CandidateOps:
                 namespace[name] = value
         try:
             module = self.varied_module(problem, overrides)
-            yield module, instantiate(self.candidate["compiled"].model_class, make_init_inputs(module, init_seed), init_seed, self.device)
+            yield module, instantiate(self.candidate["compiled"].model_class, make_init_inputs(module, init_seed), init_seed, self.device, self.candidate["on_device"])
         finally:
             namespace.update(saved)
 

@@ -90,11 +90,29 @@ def make_init_inputs(problem_module: types.ModuleType, seed: int) -> list[Any]:
     return list(problem_module.get_init_inputs())
 
 
-def instantiate(model_class: type, init_inputs: list[Any], seed: int, device: str) -> torch.nn.Module:
+def instantiate(model_class: type, init_inputs: list[Any], seed: int, device: str, on_device: bool = False) -> torch.nn.Module:
     """Build a model as KernelBench does: the same seed right before construction, so that
-    ``Model`` and ``ModelNew`` declaring the same layers get the same weights."""
+    ``Model`` and ``ModelNew`` declaring the same layers get the same weights.
+
+    :param on_device: build it with ``device`` as torch's default device, so that its
+        weights are drawn there (by torch's CUDA generator) and never copied: for a
+        problem's large models (``Worker.builds_on_device``), whose weights the CPU draws
+        one number at a time (8 GiB of them took 11 s) and then copies to the GPU.
+    """
     seed_everything(seed)
-    model = model_class(*init_inputs)
+    if on_device:
+        try:
+            with torch.device(device):
+                model = model_class(*init_inputs)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as exc:
+            raise RuntimeError(
+                f"{type(exc).__name__}: {exc} (raised building the model with {device} as torch's default device: kz builds a problem's models "
+                "there when its reference holds at least eval.device_init_mb MiB of parameters and buffers; eval.device_init_mb=0 builds them all on the CPU)"
+            ) from exc
+    else:
+        model = model_class(*init_inputs)
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
     return model
@@ -104,6 +122,20 @@ _FINGERPRINT_CHUNK = 1 << 24
 #: Inputs of at least this many 32-bit words on a CUDA device are fingerprinted by one
 #: Triton kernel (``kz_core.evaluate.device_checks``).
 _FINGERPRINT_KERNEL_WORDS = 1 << 24
+
+
+def module_bytes(problem_module: types.ModuleType, seed: int) -> int | None:
+    """Bytes of the parameters and buffers of the problem's ``Model`` at its module's sizes,
+    built on torch's meta device (no memory, no data); None where it cannot be built there."""
+    init_inputs = make_init_inputs(problem_module, seed)
+    try:
+        with torch.device("meta"):
+            model = problem_module.Model(*init_inputs)
+    except Exception:  # noqa: BLE001 - a module that needs data to be built
+        return None
+    if not isinstance(model, torch.nn.Module):
+        return None
+    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
 
 
 def _tensor_fingerprint(value: torch.Tensor, key: int = 0) -> str:

@@ -49,7 +49,7 @@ class ReferenceOps:
             if key not in self.references:
                 init_inputs = make_init_inputs(module, request["init_seed"])
                 self.references.clear()  # one reference model at a time: they can be large
-                self.references[key] = instantiate(module.Model, init_inputs, request["init_seed"], self.device)
+                self.references[key] = instantiate(module.Model, init_inputs, request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"]))
             model = self.references[key]
         except BaseException as exc:  # noqa: BLE001 - a broken problem is a reply
             return error_reply("problem", exc)
@@ -78,7 +78,9 @@ class ReferenceOps:
         for overrides in request.get("variations", []):
             try:
                 varied = self.varied_module(request["problem"], overrides)
-                varied_model = instantiate(varied.Model, make_init_inputs(varied, request["init_seed"]), request["init_seed"], self.device)
+                varied_model = instantiate(
+                    varied.Model, make_init_inputs(varied, request["init_seed"]), request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"])
+                )
                 inputs = make_inputs(varied, request["variant_seed"], self.device)
                 prints = fingerprint(inputs)
                 structure, leaves = flatten_outputs(varied_model(*inputs))
@@ -178,7 +180,8 @@ class ReferenceOps:
             if key not in self.compare_models:
                 module = self.varied_module(problem, overrides) if overrides else self.problem_module(problem)
                 self.compare_models.clear()  # one reference model at a time
-                self.compare_models[key] = (module, instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device))
+                on_device = self.builds_on_device(problem, request["init_seed"])
+                self.compare_models[key] = (module, instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device, on_device))
             module, model = self.compare_models[key]
             laps("instantiate")
             inputs = make_inputs(module, request["seed"], self.device)
@@ -241,7 +244,7 @@ class ReferenceOps:
         example = request["example"]
         try:
             module = self.varied_module(request["problem"], example["overrides"]) if example["overrides"] else self.problem_module(request["problem"])
-            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device)
+            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"]))
             inputs = fuzz_inputs(module, example, self.device)
             prints = fingerprint(inputs)
             structure, leaves = flatten_outputs(model(*inputs))
@@ -280,7 +283,7 @@ class ReferenceOps:
 
         def run(seed: int, tf32: bool | None = None, reseed: bool = False) -> dict[str, Any]:
             module = self.problem_module(request["problem"])
-            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device)
+            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"]))
             inputs = make_inputs(module, seed, self.device)
             if reseed:  # random ops in forward now draw other numbers than the first run's
                 seed_everything(seed ^ 0x5DEECE66D)
@@ -324,7 +327,7 @@ class ReferenceOps:
         except BaseException as exc:  # noqa: BLE001 - a module that cannot load is a reply
             return error_reply("problem", exc)
         try:
-            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device)
+            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"]))
             inputs = make_inputs(module, request["seeds"][0], self.device)
             started = time.perf_counter()
             _, leaves = flatten_outputs(model(*inputs))
@@ -359,7 +362,7 @@ class ReferenceOps:
         try:
             module = self.problem_module(request["problem"])
             init_inputs = make_init_inputs(module, request["init_seed"])
-            model = instantiate(module.Model, init_inputs, request["init_seed"], self.device)
+            model = instantiate(module.Model, init_inputs, request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"]))
             if request["mode"] == "compile":
                 model = self.torch.compile(model)
             timed = self.time_forward(model, module, request)

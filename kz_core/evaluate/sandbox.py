@@ -92,6 +92,9 @@ class SandboxSettings:
     start_timeout_s: float = 180.0
     max_reply_bytes: int = wire.DEFAULT_MAX_REPLY_BYTES
     tf32: bool = False
+    #: Parameters and buffers, bytes, from which a problem's models are built on the GPU
+    #: (``EvalConfig.device_init_mb``; 0: never).
+    device_init_bytes: int = 0
     extra_env: tuple[tuple[str, str], ...] = ()
     #: Open files one sandboxed process may hold: Linux's usual limit. With 4096, a
     #: candidate's 520 processes held a million of the machine's open files (red-team round
@@ -131,6 +134,7 @@ def settings_from_config(config: Any, device: str, scratch_root: Path, **more: A
         file_size_bytes=int(config.file_size_limit_mb) << 20,
         threads=1 if device == "cpu" else 4,
         tf32=bool(config.reference_tf32),
+        device_init_bytes=max(0, int(config.device_init_mb)) << 20,
         **more,
     )
 
@@ -628,6 +632,7 @@ class WorkerProcess:
             "limits": limits,
             "cpu_budget_s": settings.cpu_budget_s,
             "tf32": settings.tf32,
+            "device_init_bytes": settings.device_init_bytes,
         }
         try:
             hello = self.call({"op": "init", **init}, timeout=settings.start_timeout_s, _raw_init=True)

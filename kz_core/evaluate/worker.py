@@ -78,6 +78,10 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
         self.problems: dict[str, Any] = {}
         self.references: dict[tuple[str, int], Any] = {}
         self.compare_models: dict[tuple[str, int, str], Any] = {}
+        #: Bytes of parameters and buffers from which a problem's models are built on the
+        #: GPU (``builds_on_device``; 0: never), and what was decided per problem.
+        self.device_init_bytes: int = int(init.get("device_init_bytes", 0))
+        self.device_inits: dict[tuple[str, int], bool] = {}
         self.candidate: dict[str, Any] | None = None
         self.counter = 0
         import torch
@@ -178,6 +182,25 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             folder = Path(tempfile.mkdtemp(prefix="problem-", dir=self.scratch_root))
             self.problems[key] = load_module(problem["code"], f"kz_problem_{key[:12]}", str(folder / f"{problem['name']}.py"))
         return self.problems[key]
+
+    def builds_on_device(self, problem: dict[str, Any], init_seed: int) -> bool:
+        """Whether the problem's models, at any sizes, are built with the GPU as torch's
+        default device (``execution.instantiate``): when its reference ``Model`` at its own
+        sizes holds at least ``device_init_bytes`` of parameters and buffers, as found on
+        torch's meta device. Every worker decides the same from the problem alone, so that a
+        candidate and its reference draw their weights from the same generator."""
+        if not self.device_init_bytes or not self.device.startswith("cuda"):
+            return False
+        key = (problem["hash"], init_seed)
+        if key not in self.device_inits:
+            from kz_core.evaluate.execution import module_bytes, restore_flags
+
+            try:
+                found = module_bytes(self.problem_module(problem), init_seed)
+            finally:
+                restore_flags(self.baseline_flags)  # whatever the module changed
+            self.device_inits[key] = found is not None and found >= self.device_init_bytes
+        return self.device_inits[key]
 
     def time_forward(self, forward: Any, module: Any, request: dict[str, Any], record_ops: bool = False) -> Any:
         """Time ``forward`` on the problem ``module``'s inputs as a ``time`` or ``baseline``

@@ -302,3 +302,75 @@ def test_a_shared_storage_said_to_reach_past_its_allocation_is_refused(monkeypat
     assert "beyond the sender's allocation" not in str(caught.value)
     with pytest.raises(ValueError, match="malformed"):
         execution.open_shared_cuda_tensor({**description, "storage_size": -1})
+
+
+LINEAR_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+features = 1024
+batch_size = 8
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features)]
+
+
+def get_init_inputs():
+    return [features]
+"""
+
+
+def test_a_problem_s_models_are_built_on_the_gpu_from_its_reference_s_size_alike_in_every_worker():
+    """eval.device_init_mb: a reference Model of at least that many bytes (on torch's meta
+    device) has the problem's models built with the GPU as torch's default device; the
+    choice comes from the problem alone, so every worker makes it alike. A CPU never does;
+    a Model that cannot be built on the meta device stays on the CPU."""
+    from kz_core.evaluate.worker import Worker
+
+    def worker(device: str, limit: int, code: str = LINEAR_PROBLEM) -> Worker:
+        made = Worker.__new__(Worker)
+        made.device, made.device_init_bytes, made.device_inits = device, limit, {}
+        made.baseline_flags = execution.global_flags()
+        module = type(torch)("problem")
+        exec(code, module.__dict__)  # noqa: S102 - the test's own problem
+        made.problem_module = lambda problem: module
+        return made
+
+    problem = {"hash": "h", "name": "linear", "code": LINEAR_PROBLEM}
+    weights = (1024 * 1024 + 1024) * 4
+    assert worker("cuda:0", weights).builds_on_device(problem, 1)
+    assert not worker("cuda:0", weights + 1).builds_on_device(problem, 1)
+    assert not worker("cuda:0", 0).builds_on_device(problem, 1)
+    assert not worker("cpu", 1).builds_on_device(problem, 1)
+    needs_data = LINEAR_PROBLEM.replace("self.linear = nn.Linear(features, features)", "self.linear = nn.Linear(features, int(torch.ones(1).sum().item()))")
+    assert not worker("cuda:0", 1, needs_data).builds_on_device(problem, 1)
+
+
+def test_a_model_built_on_the_device_draws_its_weights_there_and_says_so_when_it_cannot():
+    """instantiate(..., on_device=True) builds under torch's default device (the meta device
+    stands in for a GPU here): the model's tensors are made there, and a module that cannot
+    be built so raises an error naming eval.device_init_mb."""
+    module = type(torch)("problem")
+    exec(LINEAR_PROBLEM, module.__dict__)  # noqa: S102 - the test's own problem
+    model = execution.instantiate(module.Model, [16], 3, "meta", on_device=True)
+    assert model.linear.weight.device.type == "meta"
+
+    class NeedsHost(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Parameter(torch.from_numpy(torch.arange(4.0).numpy() + torch.ones(4).numpy()))
+
+    with pytest.raises(RuntimeError, match="eval.device_init_mb"):
+        execution.instantiate(NeedsHost, [], 3, "meta", on_device=True)
+    assert execution.instantiate(NeedsHost, [], 3, "cpu").table.device.type == "cpu"

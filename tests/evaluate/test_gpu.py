@@ -153,6 +153,94 @@ def test_gpu_inputs_drawn_on_the_device_or_on_the_cpu_alike(example_problems):
         assert result.runtime is not None and result.runtime.clock == "cuda_graph"
 
 
+LINEAR_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+features = 1024
+batch_size = 64
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features)]
+
+
+def get_init_inputs():
+    return [features]
+"""
+
+#: The linear problem's candidate: its layer declared as the reference's, its output copied
+#: by a Triton kernel (``CPU_DRAWN`` draws the same layer's weights by the CPU's generator).
+LINEAR_CANDIDATE = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(src, dst, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offsets, tl.load(src + offsets, mask=offsets < n), mask=offsets < n)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        y = torch.nn.functional.linear(x, self.linear.weight, self.linear.bias)
+        out = torch.empty_like(y)
+        _copy[(triton.cdiv(y.numel(), 1024),)](y, out, y.numel(), BLOCK=1024)
+        return out
+"""
+
+CPU_DRAWN = LINEAR_CANDIDATE.replace("self.linear = nn.Linear(features, features)", "self.linear = nn.Linear(features, features, device='cpu')")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("limit", [1, 0])
+def test_gpu_a_large_problem_s_models_are_built_on_the_gpu_reference_and_candidate_alike(example_problems, limit):
+    """With eval.device_init_mb at most the reference's parameters (4 MiB here), reference
+    and candidate are built with the GPU as torch's default device: a candidate declaring
+    the reference's layer gets its weights (correct); one drawing that layer on the CPU
+    does not (incorrect), as it does get them with every model built on the CPU (0);
+    one that cannot be built on the GPU says why."""
+    import torch
+
+    from kz_core.config import load_config
+    from kz_core.evaluate import Evaluator
+    from kz_core.model import Problem
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    problem = Problem("9_linear", LINEAR_PROBLEM)
+    host_only = LINEAR_CANDIDATE.replace("super().__init__()", "super().__init__()\n        self.scale = float(torch.ones(1).numpy()[0])")
+    config = load_config(None, ["eval.device=cuda", "eval.workers=2", "eval.cache=false", "eval.guards=warn", "eval.baselines=[eager]", f"eval.device_init_mb={limit}"]).eval
+    with Evaluator([problem], config) as evaluator:
+        same, cpu_drawn, needs_host = evaluator.evaluate(
+            [Candidate("9_linear", "triton", code, name) for code, name in ((LINEAR_CANDIDATE, "same"), (CPU_DRAWN, "cpu"), (host_only, "host"))]
+        )
+    assert same.verdict is Verdict.CORRECT, same.message
+    if limit:
+        assert cpu_drawn.verdict is Verdict.INCORRECT, cpu_drawn.message
+        assert needs_host.verdict is Verdict.RUNTIME_ERROR and "eval.device_init_mb" in needs_host.message, needs_host.message
+    else:
+        assert cpu_drawn.verdict is Verdict.CORRECT, cpu_drawn.message
+        assert needs_host.verdict is Verdict.CORRECT, needs_host.message
+
+
 CLASS_INDEX_PROBLEM = """
 import torch
 import torch.nn as nn
