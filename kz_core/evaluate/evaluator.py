@@ -465,6 +465,14 @@ class Evaluator:
         lock is the thread's own, so what it takes inside costs nothing."""
         budget = self.memory_budget()
         with budget.reserve(budget.capacity) as held:
+            waited_for = getattr(self._alone, "problem", None)
+            self._alone.problem = None  # asked once per attempt, at its first turn
+            if self._alone_level() == 1 and waited_for is not None and self._alone_next(waited_for):
+                # While this second attempt waited for the GPU's memory, another candidate
+                # of its problem ran out with it: the last attempt's way, not a second
+                # attempt that runs out too (a sweep's candidates of one problem queue here
+                # together, one after another).
+                self._alone.on = LAST_ALONE
             if self._alone_level() < 2:
                 yield held
                 return
@@ -637,6 +645,11 @@ class Evaluator:
                 attempt += 1
                 logger.info("{}/{} ran out of GPU memory; evaluating it again alone (attempt {})", candidate.problem, candidate.sample_id, attempt)
                 result = self._guarded_at(candidate, level)
+                if self._alone.reached > level:
+                    level, why = self._alone.reached, (
+                        f"evaluated again with the GPU to itself: the first attempt ran out of GPU memory, and while it waited for the GPU's memory "
+                        f"another candidate of {candidate.problem} ran out with the GPU's memory to itself"
+                    )
                 result = attrs.evolve(result, findings=result.findings + (Finding("gpu_memory", why, Severity.INFO),))
         if ended_for_workers_memory(result):
             # The kernel chose this candidate's worker when all the workers together went
@@ -664,11 +677,12 @@ class Evaluator:
 
     def _guarded_at(self, candidate: Candidate, level: int) -> EvalResult:
         """:meth:`_guarded` at an attempt's level of being alone (:meth:`_alone_level`)."""
-        self._alone.on = level
+        self._alone.on, self._alone.problem = level, candidate.problem if level == 1 else None
         try:
             return self._guarded(candidate)
         finally:
-            self._alone.on = 0
+            self._alone.reached = self._alone.on  # LAST_ALONE where _alone_turn raised it
+            self._alone.on, self._alone.problem = 0, None
 
     def _guarded(self, candidate: Candidate) -> EvalResult:
         """:meth:`_evaluate`, whose unexpected failure is this candidate's result alone

@@ -746,6 +746,50 @@ def test_a_candidate_in_flight_when_another_of_its_problem_needed_the_gpu_to_its
         assert evaluator._alone_problems["p"] == ALONE_AFTER - 1
 
 
+def test_a_second_attempt_that_waited_while_another_of_its_problem_needed_the_gpu_to_itself_goes_there(tmp_path):
+    """Written against the version before, which read the memo only when a first attempt
+    ended. In a sweep on an H100 (forty-seventh session) six of ``38_L1Norm_``'s candidates
+    ran out of memory at once and queued for their second attempt (the GPU's whole memory
+    budget, one after another); the first of them ran out again and set the memo, yet each
+    of the others still ran its second attempt, ran out and only then went to the last. A
+    second attempt whose turn comes after the memo is set runs as the last does."""
+    from kz_core.evaluate.evaluator import ALONE_AFTER, LAST_ALONE
+    from kz_core.model import Candidate, EvalResult, Finding, Verdict
+
+    oom = Finding("runtime_error", "OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.")
+
+    def result(verdict, findings=()):
+        return EvalResult(problem="p", sample_id="s", backend="triton", verdict=verdict, findings=findings)
+
+    with _one_problem_evaluator(tmp_path) as evaluator:
+        levels: list[tuple[str, int]] = []
+        outcomes = {
+            "first": [result(Verdict.RUNTIME_ERROR, (oom,)), result(Verdict.RUNTIME_ERROR, (oom,)), result(Verdict.CORRECT)],
+            "second": [result(Verdict.RUNTIME_ERROR, (oom,)), result(Verdict.CORRECT)],
+        }
+
+        def fake(candidate, compile_only=False):
+            if candidate.sample_id == "second" and evaluator._alone_level() == 1:
+                # While the second waits for its turn, the first runs out twice (another thread).
+                other = threading.Thread(target=evaluator.evaluate_one, args=(Candidate("p", "triton", "", "first"),))
+                other.start()
+                other.join(60)
+            if evaluator._alone_level():
+                with evaluator._alone_turn():  # as a GPU's reservation takes it
+                    levels.append((candidate.sample_id, evaluator._alone_level()))
+            else:
+                levels.append((candidate.sample_id, 0))
+            return outcomes[candidate.sample_id].pop(0)
+
+        evaluator._evaluate = fake
+        second = evaluator.evaluate_one(Candidate("p", "triton", "", "second"))
+        assert levels == [("second", 0), ("first", 0), ("first", 1), ("first", LAST_ALONE), ("second", LAST_ALONE)]
+        assert second.verdict is Verdict.CORRECT
+        assert [f.check for f in second.findings] == ["gpu_memory"]
+        assert "while it waited for the GPU's memory another candidate of p ran out" in second.findings[0].message
+        assert evaluator._alone_problems["p"] == ALONE_AFTER - 1
+
+
 @pytest.mark.triton
 def test_a_candidate_s_constants_are_let_go_once_its_executor_has_taken_them(example_problems, monkeypatch):
     """Written against the version before: the parent kept a recording's constants (the
