@@ -26,6 +26,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
+from kz_core.evaluate.wire import lent_empty
+
 #: The plan format's version (the executor refuses others).
 PLAN_VERSION = 1
 #: Tables of addresses (Triton tutorial 8's grouped GEMM: ``torch.tensor([a.data_ptr(),
@@ -359,7 +361,13 @@ class Recorder(TorchDispatchMode):
                 # workspace): the whole storage is the constant, and this view and every
                 # later one of it are re-made on it with their own sizes, strides and offsets.
                 data = torch.empty(0, dtype=data.dtype, device=data.device).set_(data.untyped_storage(), 0, (size // data.element_size(),), (1,))
-            copy = data.to("cpu", copy=True).contiguous() if self.keep_constants else torch.empty(data.shape, dtype=data.dtype, device="meta")
+            if self.keep_constants:
+                # Made in the memory file the parent lent for this reply where there is one
+                # (wire.LentFile.empty): the reply then names it where it lies, not copied again.
+                copy = lent_empty(tuple(data.shape), data.dtype)
+                copy = data.to("cpu", copy=True) if copy is None else copy.copy_(data)
+            else:
+                copy = torch.empty(data.shape, dtype=data.dtype, device="meta")
         index = len(self.constants)
         self.constants.append(copy)
         if data.device.type == "cpu":

@@ -170,6 +170,46 @@ class LentFile:
         self.fd, self.size = fd, size
         #: Once a reply's bytes are mapped from it: the sealed file, to pass them on (:class:`SealedReply`).
         self.kept: SealedReply | None = None
+        #: In the worker: tensors made in the file (:meth:`empty`), by address: ``(offset, bytes)``.
+        self.regions: dict[int, tuple[int, int]] = {}
+        self.end = 0  # the end of the last of them
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """In the worker: an uninitialised CPU tensor made in the file itself, for a value
+        the reply will carry (a recording's host copies of its constants), so that the
+        reply names it where it lies instead of copying it in; None below
+        :data:`LENT_ABOVE` bytes, past the file's size, or where it cannot be mapped.
+        Every such tensor is unmapped by :meth:`unmap`, before the reply goes: nothing may
+        touch it after."""
+        import torch
+
+        nbytes = math.prod(shape) * dtype.itemsize
+        at = -(-self.end // _REGION_ALIGN) * _REGION_ALIGN
+        if nbytes < LENT_ABOVE or at + nbytes > self.size or self.fd < 0:
+            return None
+        address = _LIBC.mmap(None, nbytes, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, self.fd, at)
+        if address in (None, _MAP_FAILED):
+            return None
+        _LIBC.madvise(address, nbytes, _MADV_DONTFORK)  # a child forked meanwhile does not keep it writable
+        self.regions[address] = (at, nbytes)
+        self.end = at + nbytes
+        memory = (ctypes.c_uint8 * nbytes).from_address(address)
+        return torch.frombuffer(memory, dtype=torch.uint8).view(dtype).reshape(shape)
+
+    def region(self, value: Any) -> tuple[int, int] | None:
+        """``(offset, bytes)`` of the file where ``value`` is exactly one of :meth:`empty`'s
+        tensors (all of it, as made), else None."""
+        if not self.regions or value.device.type != "cpu" or not value.is_contiguous():
+            return None
+        found = self.regions.get(value.data_ptr())
+        return found if found is not None and found[1] == value.nbytes else None
+
+    def unmap(self) -> None:
+        """Unmap :meth:`empty`'s tensors: the parent seals the file, which it refuses while
+        a process can still write it."""
+        for address, (_, nbytes) in self.regions.items():
+            _LIBC.munmap(address, nbytes)
+        self.regions.clear()
 
     @classmethod
     def create(cls, size: int) -> LentFile | None:
@@ -187,6 +227,7 @@ class LentFile:
         return cls(fd, size)
 
     def close(self) -> None:
+        self.unmap()
         if self.fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
@@ -282,6 +323,15 @@ def _unwritten(address: int, size: int) -> bool:
 LENT_ABOVE = 1 << 20
 #: Where each tensor starts in a lent file (a page: aligned for every dtype).
 _LENT_ALIGN = 4096
+#: Where a tensor made in a lent file starts (:meth:`LentFile.empty`): an offset a mapping can start at.
+_REGION_ALIGN = max(_LENT_ALIGN, mmap.ALLOCATIONGRANULARITY)
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_LIBC.mmap.restype = ctypes.c_void_p
+_LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_LIBC.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_MADV_DONTFORK = 10
 
 
 def _recv_exactly(sock: socket.socket, size: int, deadline: float | None = None, into: bytearray | mmap.mmap | memoryview | None = None) -> bytearray | mmap.mmap | memoryview:
@@ -573,13 +623,25 @@ def encode_reply(reply: Any, lent: LentFile | None | str = "the request's") -> E
 
     converted = convert(reply)
     if large:
-        used = _write_lent(lent, large)  # type: ignore[arg-type]
+        # Tensors made in the file (LentFile.empty) are named where they lie, each once;
+        # the others are copied in after them.
+        named: set[int] = set()
+        rest = []
+        for value, entry in large:
+            region = lent.region(value)  # type: ignore[union-attr]
+            if region is not None and region[0] not in named:
+                named.add(region[0])
+                entry["at"] = region[0]
+            else:
+                rest.append((value, entry))
+        used = _write_lent(lent, rest, start=lent.end) if rest else lent.end  # type: ignore[arg-type, union-attr]
         if used:
             converted = {"__lent__": used, "value": converted}
         else:  # no room, or no memory to map it in: the bytes travel in the reply
             for value, entry in large:
                 entry.pop("at", None)
-                blobs[entry["__tensor__"]] = _host_bytes(value)
+                # (a copy of a tensor made in the file: the file is unmapped before the reply goes)
+                blobs[entry["__tensor__"]] = _host_bytes(value.clone() if lent.region(value) else value)  # type: ignore[union-attr]
     header = json.dumps(converted).encode("utf-8")
     parts = Encoded([_LENGTH.pack(len(header)), header, _LENGTH.pack(len(blobs))])
     for blob in blobs:
@@ -593,14 +655,14 @@ def _host_bytes(value: Any) -> memoryview | bytes:
     return _byte_view(host) if host.numel() else b""
 
 
-def _write_lent(lent: LentFile, large: list[tuple[Any, dict[str, Any]]]) -> int:
-    """Copy each tensor into ``lent`` at the next aligned offset, naming it in its header
-    entry (``at``); the bytes the file then holds, or 0 where they do not fit or the file
-    cannot be mapped. The mapping is gone before this returns: the parent seals the file,
-    which it refuses while a process can still write it."""
+def _write_lent(lent: LentFile, large: list[tuple[Any, dict[str, Any]]], start: int = 0) -> int:
+    """Copy each tensor into ``lent`` at the next aligned offset from ``start``, naming it in
+    its header entry (``at``); the bytes the file then holds, or 0 where they do not fit or
+    the file cannot be mapped. The mapping is gone before this returns: the parent seals
+    the file, which it refuses while a process can still write it."""
     import torch
 
-    at = 0
+    at = -(-start // _LENT_ALIGN) * _LENT_ALIGN
     for value, entry in large:
         entry["at"] = at
         at += -(-value.nbytes // _LENT_ALIGN) * _LENT_ALIGN
@@ -748,11 +810,19 @@ def send_reply(sock: socket.socket, reply: Any) -> None:
     a second reply, a failure's, comes whole)."""
     global _lent_for_reply
     try:
-        send_frame(sock, encode_reply(reply))  # called with the reply alone, as ever (cheats wrap it so)
+        encoded = encode_reply(reply)  # called with the reply alone, as ever (cheats wrap it so)
+        if _lent_for_reply is not None:
+            _lent_for_reply.unmap()  # before the parent seals the file
+        send_frame(sock, encoded)
     finally:
         if _lent_for_reply is not None:
             _lent_for_reply.close()
             _lent_for_reply = None
+
+
+def lent_empty(shape: tuple[int, ...], dtype: Any) -> Any:
+    """In a worker answering a request that lent a file: :meth:`LentFile.empty` of it, else None."""
+    return _lent_for_reply.empty(shape, dtype) if _lent_for_reply is not None else None
 
 
 def recv_reply(sock: socket.socket, max_bytes: int = DEFAULT_MAX_REPLY_BYTES, memory: ReplyMemory | None = REPLY_MEMORY, lent: LentFile | None = None) -> Any:

@@ -369,6 +369,54 @@ def test_a_reply_s_large_tensors_come_in_the_file_the_parent_lent():
     assert wire._lent_for_reply is None  # the worker's lent file went with its reply
 
 
+def test_a_recording_s_constants_are_made_in_the_lent_file_and_named_where_they_lie(monkeypatch):
+    """Written against the version before, which copied a recording's constants to the
+    worker's memory and then into the lent file: about 177 s of the forty-seventh session's
+    sweep, in the recordings' shared hold of the GPU, in no named phase. The recorder now
+    makes its host copies in the file itself (LentFile.empty), and the reply names them
+    where they lie; only what was not made there is copied in (a tensor named twice, the
+    second time). The worker unmaps them before its reply goes, so the parent's seal holds."""
+    from kz_core.evaluate.recording import Recorder
+
+    weight = torch.randn(1024, 512)  # 2 MiB: a constant of the plan
+    other = torch.arange(1 << 19, dtype=torch.float32)  # 2 MiB, not made in the file
+    copied: list[int] = []
+    write = wire._write_lent
+
+    def counted(lent, large, start=0):
+        copied.extend(value.nbytes for value, _ in large)
+        return write(lent, large, start)
+
+    monkeypatch.setattr(wire, "_write_lent", counted)
+    left, right = socket.socketpair()
+    lent = wire.LentFile.create(64 << 20)
+    made: list = []
+
+    def worker() -> None:
+        wire.recv_request(right)
+        inputs = [torch.ones(4, 1024)]
+        recorder = Recorder(inputs, 1 << 30)
+        recorder.call(lambda x: x @ weight, inputs)
+        (constant,) = recorder.constants
+        made.append(wire._lent_for_reply.region(constant))
+        wire.send_reply(right, {"c": [constant, constant, other]})
+
+    try:
+        wire.send_request(left, {"op": "record"}, lent)
+        sender = threading.Thread(target=worker, daemon=True)
+        sender.start()
+        reply = wire.decode_reply(wire.recv_frame(left), lent)  # sealed: nothing kept it mapped
+        sender.join(30)
+    finally:
+        lent.close()
+        left.close()
+        right.close()
+    assert made[0] is not None and made[0][1] == weight.nbytes  # the recorder's copy lay in the file
+    assert copied == [weight.nbytes, other.nbytes]  # named once where it lay; copied only the second time
+    assert all(torch.equal(value, expected) for value, expected in zip(reply["c"], [weight, weight, other]))
+    assert wire._lent_for_reply is None
+
+
 def test_a_lent_file_the_worker_keeps_writable_or_sealed_refuses_the_reply():
     """The file is the candidate's process's too: without a seal, code in it could map the
     file again, and change the plan's constants after the parent read them (a private
