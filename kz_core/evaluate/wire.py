@@ -640,8 +640,8 @@ def encode_reply(reply: Any, lent: LentFile | None | str = "the request's") -> E
         else:  # no room, or no memory to map it in: the bytes travel in the reply
             for value, entry in large:
                 entry.pop("at", None)
-                # (a copy of a tensor made in the file: the file is unmapped before the reply goes)
-                blobs[entry["__tensor__"]] = _host_bytes(value.clone() if lent.region(value) else value)  # type: ignore[union-attr]
+                # (copies where tensors were made in the file: it is unmapped before the reply goes)
+                blobs[entry["__tensor__"]] = _host_bytes(value.clone() if lent.regions else value)  # type: ignore[union-attr]
     header = json.dumps(converted).encode("utf-8")
     parts = Encoded([_LENGTH.pack(len(header)), header, _LENGTH.pack(len(blobs))])
     for blob in blobs:

@@ -415,6 +415,28 @@ def test_a_recording_s_constants_are_made_in_the_lent_file_and_named_where_they_
     assert copied == [weight.nbytes, other.nbytes]  # named once where it lay; copied only the second time
     assert all(torch.equal(value, expected) for value, expected in zip(reply["c"], [weight, weight, other]))
     assert wire._lent_for_reply is None
+    # No room for the rest (a 3 MiB file): every tensor's bytes travel in the reply, those
+    # made in the file copied out of it before it is unmapped.
+    left, right = socket.socketpair()
+    small = wire.LentFile.create(3 << 20)
+
+    def crowded() -> None:
+        wire.recv_request(right)
+        made = wire.lent_empty(tuple(weight.shape), weight.dtype).copy_(weight)
+        wire.send_reply(right, {"c": [made, other]})
+
+    try:
+        wire.send_request(left, {"op": "record"}, small)
+        sender = threading.Thread(target=crowded, daemon=True)
+        sender.start()
+        frame = wire.recv_frame(left)
+        reply = wire.decode_reply(frame, small)
+        sender.join(30)
+    finally:
+        small.close()
+        left.close()
+        right.close()
+    assert len(frame) > 4 << 20 and torch.equal(reply["c"][0], weight) and torch.equal(reply["c"][1], other)
 
 
 def test_a_lent_file_the_worker_keeps_writable_or_sealed_refuses_the_reply():
