@@ -159,7 +159,9 @@ class LentFile:
     only what is written). The worker copies each tensor of :data:`LENT_ABOVE` bytes or
     more into it, from the GPU straight into memory the parent then maps, instead of
     sending the bytes through the socket: two copies fewer, while the worker holds the GPU
-    (a recording of KernelBench's largest layers replies with about 8 GiB).
+    (a recording of KernelBench's largest layers replies with about 8 GiB). A recording
+    makes its host copies in the file to begin with (:meth:`empty`), and its reply names
+    them where they lie: no copy at all when it replies.
 
     A worker has run model-written code, which can write the file too: the parent seals it
     (no more writes, no change of size, by anyone) before reading a byte, at the length
