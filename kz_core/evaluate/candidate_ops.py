@@ -83,7 +83,6 @@ class CandidateOps:
 
     def _load_candidate(self, request: dict[str, Any]) -> dict[str, Any]:
         from kz_core.backend import CompiledCandidate, CompileFailure
-        from kz_core.evaluate.execution import instantiate, make_init_inputs
         from kz_core.evaluate.timing import Laps
         from kz_core.model import Candidate
 
@@ -106,12 +105,12 @@ class CandidateOps:
             module = self.problem_module(request["problem"])
         except BaseException as exc:  # noqa: BLE001
             return error_reply("problem", exc)
-        try:  # decided before the candidate's code runs, from the problem alone
-            on_device = self.builds_on_device(request["problem"], request["init_seed"])
+        try:  # where its models are built: decided (and kept) before the candidate's code runs, from the problem alone
+            self.builds_on_device(request["problem"], request["init_seed"])
         except BaseException as exc:  # noqa: BLE001
             return error_reply("problem", exc)
         laps("problem")
-        self.candidate = {"workdir": workdir, "problem_module": module, "threads_before": threads_before, "on_device": on_device}
+        self.candidate = {"workdir": workdir, "problem_module": module, "threads_before": threads_before}
         try:
             compiled = backend_hook("backend_compile", candidate.backend)(candidate=candidate, device=self.device, workdir=workdir)
         except BaseException as exc:  # noqa: BLE001 - raising at import is a compile failure
@@ -131,8 +130,7 @@ class CandidateOps:
             }
         assert isinstance(compiled, CompiledCandidate)
         try:
-            init_inputs = make_init_inputs(module, request["init_seed"])
-            model = instantiate(compiled.model_class, init_inputs, request["init_seed"], self.device, on_device)
+            model = self.build(compiled.model_class, module, request["problem"], request["init_seed"])
         except BaseException as exc:  # noqa: BLE001
             return error_reply("init", exc)
         self.candidate.update(compiled=compiled, model=model)
@@ -271,7 +269,6 @@ class CandidateOps:
         and failed at the other sizes, honest or not. A name is rebound only where the
         candidate binds it to the problem's own default value; a size written into a
         kernel or its launch stays what it was, which is what the variation is for."""
-        from kz_core.evaluate.execution import instantiate, make_init_inputs
         from kz_core.evaluate.variants import size_constants
 
         if not overrides:
@@ -286,7 +283,7 @@ class CandidateOps:
                 namespace[name] = value
         try:
             module = self.varied_module(problem, overrides)
-            yield module, instantiate(self.candidate["compiled"].model_class, make_init_inputs(module, init_seed), init_seed, self.device, self.candidate["on_device"])
+            yield module, self.build(self.candidate["compiled"].model_class, module, problem, init_seed)
         finally:
             namespace.update(saved)
 

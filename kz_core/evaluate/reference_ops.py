@@ -34,8 +34,6 @@ class ReferenceOps:
         from kz_core.evaluate.execution import (
             fingerprint,
             flatten_outputs,
-            instantiate,
-            make_init_inputs,
             make_inputs,
             synchronize,
         )
@@ -47,9 +45,8 @@ class ReferenceOps:
             module = self.problem_module(request["problem"])
             key = (request["problem"]["hash"], request["init_seed"])
             if key not in self.references:
-                init_inputs = make_init_inputs(module, request["init_seed"])
                 self.references.clear()  # one reference model at a time: they can be large
-                self.references[key] = instantiate(module.Model, init_inputs, request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"]))
+                self.references[key] = self.build(module.Model, module, request["problem"], request["init_seed"])
             model = self.references[key]
         except BaseException as exc:  # noqa: BLE001 - a broken problem is a reply
             return error_reply("problem", exc)
@@ -78,9 +75,7 @@ class ReferenceOps:
         for overrides in request.get("variations", []):
             try:
                 varied = self.varied_module(request["problem"], overrides)
-                varied_model = instantiate(
-                    varied.Model, make_init_inputs(varied, request["init_seed"]), request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"])
-                )
+                varied_model = self.build(varied.Model, varied, request["problem"], request["init_seed"])
                 inputs = make_inputs(varied, request["variant_seed"], self.device)
                 prints = fingerprint(inputs)
                 structure, leaves = flatten_outputs(varied_model(*inputs))
@@ -160,8 +155,6 @@ class ReferenceOps:
         from kz_core.evaluate.correctness import compare_outputs
         from kz_core.evaluate.execution import (
             flatten_outputs,
-            instantiate,
-            make_init_inputs,
             make_inputs,
             open_shared_cuda_tensor,
             synchronize,
@@ -180,8 +173,7 @@ class ReferenceOps:
             if key not in self.compare_models:
                 module = self.varied_module(problem, overrides) if overrides else self.problem_module(problem)
                 self.compare_models.clear()  # one reference model at a time
-                on_device = self.builds_on_device(problem, request["init_seed"])
-                self.compare_models[key] = (module, instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device, on_device))
+                self.compare_models[key] = (module, self.build(module.Model, module, problem, request["init_seed"]))
             module, model = self.compare_models[key]
             laps("instantiate")
             inputs = make_inputs(module, request["seed"], self.device)
@@ -239,12 +231,12 @@ class ReferenceOps:
     def op_fuzz_reference(self, request: dict[str, Any]) -> dict[str, Any]:
         """The reference's outputs for one fuzz example (an error: the example does not
         suit the problem, and the fuzzer discards it)."""
-        from kz_core.evaluate.execution import fingerprint, flatten_outputs, fuzz_inputs, instantiate, make_init_inputs, synchronize
+        from kz_core.evaluate.execution import fingerprint, flatten_outputs, fuzz_inputs, synchronize
 
         example = request["example"]
         try:
             module = self.varied_module(request["problem"], example["overrides"]) if example["overrides"] else self.problem_module(request["problem"])
-            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"]))
+            model = self.build(module.Model, module, request["problem"], request["init_seed"])
             inputs = fuzz_inputs(module, example, self.device)
             prints = fingerprint(inputs)
             structure, leaves = flatten_outputs(model(*inputs))
@@ -269,8 +261,6 @@ class ReferenceOps:
         from kz_core.evaluate.execution import (
             flatten_outputs,
             global_flags,
-            instantiate,
-            make_init_inputs,
             make_inputs,
             restore_flags,
             seed_everything,
@@ -283,7 +273,7 @@ class ReferenceOps:
 
         def run(seed: int, tf32: bool | None = None, reseed: bool = False) -> dict[str, Any]:
             module = self.problem_module(request["problem"])
-            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"]))
+            model = self.build(module.Model, module, request["problem"], request["init_seed"])
             inputs = make_inputs(module, seed, self.device)
             if reseed:  # random ops in forward now draw other numbers than the first run's
                 seed_everything(seed ^ 0x5DEECE66D)
@@ -313,8 +303,6 @@ class ReferenceOps:
         """
         from kz_core.evaluate.execution import (
             flatten_outputs,
-            instantiate,
-            make_init_inputs,
             make_inputs,
             profiled,
             restore_flags,
@@ -327,7 +315,7 @@ class ReferenceOps:
         except BaseException as exc:  # noqa: BLE001 - a module that cannot load is a reply
             return error_reply("problem", exc)
         try:
-            model = instantiate(module.Model, make_init_inputs(module, request["init_seed"]), request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"]))
+            model = self.build(module.Model, module, request["problem"], request["init_seed"])
             inputs = make_inputs(module, request["seeds"][0], self.device)
             started = time.perf_counter()
             _, leaves = flatten_outputs(model(*inputs))
@@ -357,12 +345,9 @@ class ReferenceOps:
         return {"ok": True, **sizes, "runs": runs, "op_names": op_names, "runtime": runtime}
 
     def op_baseline(self, request: dict[str, Any]) -> dict[str, Any]:
-        from kz_core.evaluate.execution import instantiate, make_init_inputs
-
         try:
             module = self.problem_module(request["problem"])
-            init_inputs = make_init_inputs(module, request["init_seed"])
-            model = instantiate(module.Model, init_inputs, request["init_seed"], self.device, self.builds_on_device(request["problem"], request["init_seed"]))
+            model = self.build(module.Model, module, request["problem"], request["init_seed"])
             if request["mode"] == "compile":
                 model = self.torch.compile(model)
             timed = self.time_forward(model, module, request)

@@ -202,6 +202,15 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             self.device_inits[key] = found is not None and found >= self.device_init_bytes
         return self.device_inits[key]
 
+    def build(self, model_class: type, module: Any, problem: dict[str, Any], init_seed: int) -> Any:
+        """``model_class`` (the problem's ``Model``, or a candidate's ``ModelNew``) built at
+        the sizes of ``module`` (the problem's module, or a size variation of it), as every
+        worker builds it: right after ``init_seed``, where ``builds_on_device`` says."""
+        from kz_core.evaluate.execution import instantiate, make_init_inputs
+
+        on_device = self.builds_on_device(problem, init_seed)
+        return instantiate(model_class, make_init_inputs(module, init_seed), init_seed, self.device, on_device)
+
     def time_forward(self, forward: Any, module: Any, request: dict[str, Any], record_ops: bool = False) -> Any:
         """Time ``forward`` on the problem ``module``'s inputs as a ``time`` or ``baseline``
         request asks (its ``seeds``, ``decoys`` and ``settings``; with ``agree``, the
