@@ -181,12 +181,12 @@ class LentFile:
         the reply will carry (a recording's host copies of its constants), so that the
         reply names it where it lies instead of copying it in; None below
         :data:`LENT_ABOVE` bytes, past the file's size, or where it cannot be mapped.
-        Every such tensor is unmapped by :meth:`unmap`, before the reply goes: nothing may
-        touch it after."""
+        Every such tensor is unmapped by :meth:`unmap` once the reply is encoded
+        (:func:`encode_reply`), before it goes: nothing may touch it after."""
         import torch
 
         nbytes = math.prod(shape) * dtype.itemsize
-        at = -(-self.end // _REGION_ALIGN) * _REGION_ALIGN
+        at = -(-self.end // _LENT_ALIGN) * _LENT_ALIGN
         if nbytes < LENT_ABOVE or at + nbytes > self.size or self.fd < 0:
             return None
         address = _LIBC.mmap(None, nbytes, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, self.fd, at)
@@ -323,10 +323,9 @@ def _unwritten(address: int, size: int) -> bool:
 #: Tensors of a reply of at least this many bytes go through the parent's lent file when
 #: the request brought one.
 LENT_ABOVE = 1 << 20
-#: Where each tensor starts in a lent file (a page: aligned for every dtype).
-_LENT_ALIGN = 4096
-#: Where a tensor made in a lent file starts (:meth:`LentFile.empty`): an offset a mapping can start at.
-_REGION_ALIGN = max(_LENT_ALIGN, mmap.ALLOCATIONGRANULARITY)
+#: Where each tensor starts in a lent file (:meth:`LentFile.empty`): an offset a mapping can
+#: start at (a page at least: aligned for every dtype).
+_LENT_ALIGN = max(4096, mmap.ALLOCATIONGRANULARITY)
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _LIBC.mmap.restype = ctypes.c_void_p
 _LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -590,8 +589,9 @@ def encode_reply(reply: Any, lent: LentFile | None | str = "the request's") -> E
     """Encode dicts/lists/tuples/str/int/float/bool/None and torch tensors, nothing else:
     the message's parts, each tensor's bytes a view of its host copy (``bytes()`` of the
     result is the whole message). With ``lent`` (by default the file the parent lent with
-    the request being answered), each tensor of :data:`LENT_ABOVE` bytes or more is copied
-    into that file instead, from its device straight into the parent's memory."""
+    the request being answered), each tensor of :data:`LENT_ABOVE` bytes or more is named
+    where it lies in that file instead: where it was made (:meth:`LentFile.empty`), else
+    where it is copied, from its device straight into the parent's memory."""
     if isinstance(lent, str):
         lent = _lent_for_reply
     blobs: list[Any] = []
@@ -625,25 +625,30 @@ def encode_reply(reply: Any, lent: LentFile | None | str = "the request's") -> E
 
     converted = convert(reply)
     if large:
-        # Tensors made in the file (LentFile.empty) are named where they lie, each once;
-        # the others are copied in after them.
+        # Each lies in the file: where it was made there (LentFile.empty: a recording's
+        # constants), else copied into a place made for it; each place named once.
         named: set[int] = set()
-        rest = []
+        fits = True
         for value, entry in large:
             region = lent.region(value)  # type: ignore[union-attr]
-            if region is not None and region[0] not in named:
-                named.add(region[0])
-                entry["at"] = region[0]
-            else:
-                rest.append((value, entry))
-        used = _write_lent(lent, rest, start=lent.end) if rest else lent.end  # type: ignore[arg-type, union-attr]
-        if used:
-            converted = {"__lent__": used, "value": converted}
+            if region is None or region[0] in named:
+                made = lent.empty(tuple(value.shape), value.dtype)  # type: ignore[union-attr]
+                if made is None:
+                    fits = False
+                    break
+                made.copy_(value.detach())  # from its device straight into the file
+                region = lent.region(made)  # type: ignore[union-attr]
+            named.add(region[0])  # type: ignore[index]
+            entry["at"] = region[0]  # type: ignore[index]
+        if fits:
+            converted = {"__lent__": lent.end, "value": converted}  # type: ignore[union-attr]
         else:  # no room, or no memory to map it in: the bytes travel in the reply
             for value, entry in large:
                 entry.pop("at", None)
                 # (copies where tensors were made in the file: it is unmapped before the reply goes)
                 blobs[entry["__tensor__"]] = _host_bytes(value.clone() if lent.regions else value)  # type: ignore[union-attr]
+        # Before the parent seals the file, which it refuses while a process can write it.
+        lent.unmap()  # type: ignore[union-attr]
     header = json.dumps(converted).encode("utf-8")
     parts = Encoded([_LENGTH.pack(len(header)), header, _LENGTH.pack(len(blobs))])
     for blob in blobs:
@@ -655,36 +660,6 @@ def _host_bytes(value: Any) -> memoryview | bytes:
     """A tensor's bytes as sent in a reply: a view of its host copy (of itself on a CPU)."""
     host = value.detach().to("cpu").contiguous()
     return _byte_view(host) if host.numel() else b""
-
-
-def _write_lent(lent: LentFile, large: list[tuple[Any, dict[str, Any]]], start: int = 0) -> int:
-    """Copy each tensor into ``lent`` at the next aligned offset from ``start``, naming it in
-    its header entry (``at``); the bytes the file then holds, or 0 where they do not fit or
-    the file cannot be mapped. The mapping is gone before this returns: the parent seals
-    the file, which it refuses while a process can still write it."""
-    import torch
-
-    at = -(-start // _LENT_ALIGN) * _LENT_ALIGN
-    for value, entry in large:
-        entry["at"] = at
-        at += -(-value.nbytes // _LENT_ALIGN) * _LENT_ALIGN
-    used = large[-1][1]["at"] + large[-1][0].nbytes
-    if used > lent.size:
-        return 0
-    try:
-        mapped = mmap.mmap(lent.fd, used, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    except (OSError, ValueError):
-        return 0
-    try:
-        with contextlib.suppress(AttributeError, OSError):
-            mapped.madvise(mmap.MADV_DONTFORK)  # a child the candidate forks meanwhile does not keep it writable
-        for value, entry in large:
-            source = value.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
-            torch.frombuffer(mapped, dtype=torch.uint8, count=value.nbytes, offset=entry["at"]).copy_(source)
-            del source
-    finally:
-        mapped.close()
-    return used
 
 
 #: How deeply a reply's values may nest (kz's own replies nest a few levels; a JSON
@@ -812,10 +787,7 @@ def send_reply(sock: socket.socket, reply: Any) -> None:
     a second reply, a failure's, comes whole)."""
     global _lent_for_reply
     try:
-        encoded = encode_reply(reply)  # called with the reply alone, as ever (cheats wrap it so)
-        if _lent_for_reply is not None:
-            _lent_for_reply.unmap()  # before the parent seals the file
-        send_frame(sock, encoded)
+        send_frame(sock, encode_reply(reply))  # called with the reply alone, as ever (cheats wrap it so)
     finally:
         if _lent_for_reply is not None:
             _lent_for_reply.close()

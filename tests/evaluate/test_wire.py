@@ -380,14 +380,17 @@ def test_a_recording_s_constants_are_made_in_the_lent_file_and_named_where_they_
 
     weight = torch.randn(1024, 512)  # 2 MiB: a constant of the plan
     other = torch.arange(1 << 19, dtype=torch.float32)  # 2 MiB, not made in the file
-    copied: list[int] = []
-    write = wire._write_lent
+    copied: list[int] = []  # bytes given a place in the file while the worker replies
+    replying = [False]
+    empty = wire.LentFile.empty
 
-    def counted(lent, large, start=0):
-        copied.extend(value.nbytes for value, _ in large)
-        return write(lent, large, start)
+    def counted(self, shape, dtype):
+        made = empty(self, shape, dtype)
+        if replying[0] and made is not None:
+            copied.append(made.nbytes)
+        return made
 
-    monkeypatch.setattr(wire, "_write_lent", counted)
+    monkeypatch.setattr(wire.LentFile, "empty", counted)
     left, right = socket.socketpair()
     lent = wire.LentFile.create(64 << 20)
     made: list = []
@@ -399,6 +402,7 @@ def test_a_recording_s_constants_are_made_in_the_lent_file_and_named_where_they_
         recorder.call(lambda x: x @ weight, inputs)
         (constant,) = recorder.constants
         made.append(wire._lent_for_reply.region(constant))
+        replying[0] = True
         wire.send_reply(right, {"c": [constant, constant, other]})
 
     try:
