@@ -71,6 +71,34 @@ def gpu_cheat_params(paths: list[Path]) -> list:
     ]
 
 
+#: A problem with one 1024 x 1024 linear layer (4 MiB of weights): where its models are built.
+LINEAR_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+features = 1024
+batch_size = 64
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features)]
+
+
+def get_init_inputs():
+    return [features]
+"""
+
+
 def cheat_candidate(path: Path) -> Candidate:
     header = cheat_header(path)
     return Candidate(problem=header["problem"], backend=header["backend"], code=path.read_text(), sample_id=cheat_id(path))

@@ -7,6 +7,8 @@ import torch
 
 from kz_core.evaluate import execution
 
+from .conftest import LINEAR_PROBLEM
+
 
 def test_fingerprints_tell_inputs_apart():
     x = torch.randn(1000)
@@ -302,33 +304,6 @@ def test_a_shared_storage_said_to_reach_past_its_allocation_is_refused(monkeypat
     assert "beyond the sender's allocation" not in str(caught.value)
     with pytest.raises(ValueError, match="malformed"):
         execution.open_shared_cuda_tensor({**description, "storage_size": -1})
-
-
-LINEAR_PROBLEM = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-
-    def forward(self, x):
-        return self.linear(x)
-
-
-features = 1024
-batch_size = 8
-
-
-def get_inputs():
-    return [torch.randn(batch_size, features)]
-
-
-def get_init_inputs():
-    return [features]
-"""
 
 
 def test_a_problem_s_models_are_built_on_the_gpu_from_its_reference_s_size_alike_in_every_worker():

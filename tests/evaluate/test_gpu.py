@@ -14,7 +14,7 @@ import pytest
 
 from kz_core.model import Candidate, Severity, Verdict
 
-from .conftest import cheat_candidate, cheat_header, cheat_id, cheat_paths, example_candidates, gpu_cheat_params, wrong_output_family
+from .conftest import LINEAR_PROBLEM, cheat_candidate, cheat_header, cheat_id, cheat_paths, example_candidates, gpu_cheat_params, wrong_output_family
 
 pytestmark = pytest.mark.gpu
 
@@ -152,32 +152,6 @@ def test_gpu_inputs_drawn_on_the_device_or_on_the_cpu_alike(example_problems):
         assert result.verdict is Verdict.CORRECT, f"{result.problem}: {result.message}"
         assert result.runtime is not None and result.runtime.clock == "cuda_graph"
 
-
-LINEAR_PROBLEM = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-
-    def forward(self, x):
-        return self.linear(x)
-
-
-features = 1024
-batch_size = 64
-
-
-def get_inputs():
-    return [torch.randn(batch_size, features)]
-
-
-def get_init_inputs():
-    return [features]
-"""
 
 #: The linear problem's candidate: its layer declared as the reference's, its output copied
 #: by a Triton kernel (``CPU_DRAWN`` draws the same layer's weights by the CPU's generator).
