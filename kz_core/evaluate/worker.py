@@ -94,6 +94,7 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
             from kz_core.evaluate.execution import count_stream_creation
 
             count_stream_creation()
+            self.warm_up_libraries()
             if self.role in ("reference", "executor"):
                 self.warm_up_checks()
         from kz_core.evaluate.execution import global_flags, set_tf32
@@ -109,6 +110,25 @@ class Worker(ReferenceOps, CandidateOps, ExecutorOps):
         self.pm = get_plugin_manager()
 
     # -- helpers ------------------------------------------------------------------------
+
+    def warm_up_libraries(self) -> None:
+        """Open cuBLAS and cuDNN while this worker starts, with nothing of the GPU held
+        (pools start workers ahead of need). Every worker is a fresh process, and its first
+        matrix product and first convolution opened them inside a request that held the
+        GPU shared (a candidate's warm-up calls, an executor's first replay, a reference's
+        first call), while every timing waiting for the lock waited for it: on an H200, a
+        first cuBLAS matmul took 101 ms, a first cuDNN convolution 97 ms, and a
+        KernelBench-sized convolution 91 ms the first time but 14 ms once a small one had
+        run (``benchmarks/first_use_costs.py``). Tiny shapes, trusted code, before any
+        candidate's code is loaded; what fails here is opened by the first call that
+        needs it, as before."""
+        torch = self.torch
+        with contextlib.suppress(Exception):
+            square = torch.ones(16, 16, device=self.device)
+            torch.nn.functional.linear(square, square, square[0])
+            image = torch.ones(1, 4, 8, 8, device=self.device)
+            torch.nn.functional.conv2d(image, torch.ones(4, 4, 3, 3, device=self.device))
+            torch.cuda.synchronize(self.device)
 
     def warm_up_checks(self) -> None:
         """Load the checks' Triton kernels (``kz_core.evaluate.device_checks``) while this
