@@ -23,7 +23,6 @@ Results are journaled when a journal is given. This module runs no candidate cod
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -98,9 +97,6 @@ class _Unreplayable(Exception):
 
 #: Problems whose candidates :meth:`Evaluator.schedule` interleaves.
 PROBLEMS_TOGETHER = 2
-#: Problems ahead in the batch's order whose candidates may start before the first
-#: one's while a candidate of it waits for GPU memory (:class:`_Admission`).
-PROBLEMS_AHEAD = 4
 #: The last attempt of a candidate that ran out of GPU memory: with the GPU to itself.
 LAST_ALONE = 2
 #: Once a candidate of a problem ran out of memory with the GPU's memory to itself, the
@@ -211,8 +207,6 @@ class Evaluator:
         #: Results read back from the journal instead of evaluated (``evaluate_one``).
         self.reused = 0
         self._counts_lock = threading.Lock()
-        #: Candidates waiting for a GPU memory reservation, per problem (:meth:`_reservation`).
-        self._waiting_memory: collections.Counter[str] = collections.Counter()
         self._closed = False
         #: Waits and holds per lock (``Contention.snapshot()``): where candidates queue.
         self.contention = _contention if _contention is not None else Contention()
@@ -488,7 +482,7 @@ class Evaluator:
                 logger.info("alone on {}: {} idle workers ended to free their GPU memory", self.device, ended)
                 yield held
 
-    def _reservation(self, problem: Problem, reference: ReferenceRecord) -> Any:
+    def _reservation(self, reference: ReferenceRecord) -> Any:
         """The memory a candidate of this problem reserves while it is on the GPU: none
         below ``eval.large_problem_mb`` per call (and on a CPU); all of it when the
         candidate runs again after the GPU ran out of memory."""
@@ -498,29 +492,7 @@ class Evaluator:
             return self._alone_turn()
         if reference.footprint_bytes <= self.config.large_problem_mb << 20:
             return contextlib.nullcontext(0)
-        return self._counted_wait(problem.name, self.memory_budget().reserve(int(self.config.reservation_footprints * reference.footprint_bytes)))
-
-    @contextlib.contextmanager
-    def _counted_wait(self, name: str, reservation: contextlib.AbstractContextManager[int]) -> Iterator[int]:
-        """``reservation``, counted in :attr:`_waiting_memory` while it is waited for."""
-        with self._counts_lock:
-            self._waiting_memory[name] += 1
-        waiting = True
-        try:
-            with reservation as held:
-                with self._counts_lock:
-                    self._waiting_memory[name] -= 1
-                waiting = False
-                yield held
-        finally:
-            if waiting:
-                with self._counts_lock:
-                    self._waiting_memory[name] -= 1
-
-    def waiting_for_memory(self, name: str) -> bool:
-        """Whether a candidate of problem ``name`` waits for GPU memory now."""
-        with self._counts_lock:
-            return self._waiting_memory[name] > 0
+        return self.memory_budget().reserve(int(self.config.reservation_footprints * reference.footprint_bytes))
 
     @property
     def workers(self) -> int:
@@ -544,21 +516,16 @@ class Evaluator:
         """
         candidates = list(candidates)
         results: list[EvalResult | None] = [None] * len(candidates)
-        admission = _Admission([(i, candidates[i].problem) for i in self.schedule(candidates)], self.waiting_for_memory)
+        order = self.schedule(candidates)
         threads = self.in_flight
-
-        def evaluate_next() -> tuple[int, EvalResult]:
-            index = admission.take()
-            return index, self.evaluate_one(candidates[index])
-
         with concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kz-eval") as executor:
-            futures = [executor.submit(evaluate_next) for _ in candidates]
+            futures = {executor.submit(self.evaluate_one, candidates[i]): i for i in order}
             try:
                 for future in concurrent.futures.as_completed(futures):
-                    index, result = future.result()
-                    results[index] = result
+                    index = futures[future]
+                    results[index] = future.result()
                     if progress is not None:
-                        progress(result)
+                        progress(results[index])  # type: ignore[arg-type]
             except BaseException:
                 for future in futures:
                     future.cancel()
@@ -577,8 +544,7 @@ class Evaluator:
         one large problem waited for its GPU memory one after another: 1,229 s of waits
         in a 452 s run on an H100; not yet measured since). On a CPU, where nothing waits
         for memory, a problem's candidates stay together (alternating took 6 % longer
-        there on the example problems). A problem with a candidate waiting for GPU
-        memory is passed over while it waits (:class:`_Admission`).
+        there on the example problems).
         """
         if together is None:
             together = PROBLEMS_TOGETHER if self.device != "cpu" else 1
@@ -904,7 +870,7 @@ class Evaluator:
         # A problem whose inputs and outputs are large reserves GPU memory from its trials
         # to its timing, so that concurrent workers cannot exhaust it.
         turn_started = time.perf_counter()
-        with self._reservation(problem, reference):
+        with self._reservation(reference):
             timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
             return self._run_loaded(worker, candidate, problem, reference, findings, timings, started, environment)
 
@@ -1041,7 +1007,7 @@ class Evaluator:
         environment = self._environment()
         waiting_started = time.perf_counter()
         with self.contention.hold("executor", self._executor_pool.acquire()) as executor:
-            with self._reservation(problem, reference), self._gpu.shared(), self.contention.hold("candidate worker", self._candidate_pool.acquire()) as worker:
+            with self._reservation(reference), self._gpu.shared(), self.contention.hold("candidate worker", self._candidate_pool.acquire()) as worker:
                 timings = attrs.evolve(timings, waiting_s=time.perf_counter() - waiting_started)
                 load_started = time.perf_counter()
                 recorded = None
@@ -1090,18 +1056,18 @@ class Evaluator:
             # trials, their comparisons and its fuzzing (the executor built its kernels
             # without it); its timing needs none (_judge_verified).
             turn_started = time.perf_counter()
-            with self._replay_turn(problem, reference) as release:
+            with self._replay_turn(reference) as release:
                 timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - turn_started)
                 return self._replay_verified(executor, candidate, problem, reference, findings, timings, started, environment, release)
 
     @contextlib.contextmanager
-    def _replay_turn(self, problem: Problem, reference: ReferenceRecord) -> Iterator[Callable[[], None] | None]:
+    def _replay_turn(self, reference: ReferenceRecord) -> Iterator[Callable[[], None] | None]:
         """A verified candidate's reservation for its replay (:meth:`_reservation`), and
         what gives it back early, before the candidate is timed (:meth:`_judge_verified`);
         ``None`` when it is evaluated again alone, which keeps its turn (the whole budget,
         maybe the GPU lock) to its end."""
         with contextlib.ExitStack() as turn:
-            turn.enter_context(self._reservation(problem, reference))
+            turn.enter_context(self._reservation(reference))
             yield None if self._running_alone() else turn.close
 
     def _replay_verified(
@@ -1580,39 +1546,6 @@ class Evaluator:
             if stats is not None:
                 baselines[mode] = stats
         return baselines
-
-
-class _Admission:
-    """Which candidate of a batch starts next, as each slot frees (:meth:`Evaluator.evaluate`).
-
-    The batch's order (:meth:`Evaluator.schedule`), but a problem one of whose candidates
-    waits for a GPU memory reservation is passed over: the next candidate goes to the
-    first problem, of the next :data:`PROBLEMS_AHEAD` still to start, with none waiting
-    (the first in order when all wait). A large problem's candidates then queue for its
-    memory one at a time instead of each in a slot of its own, while candidates of small
-    problems, which reserve nothing, waited for those slots: on an H100 a sweep's
-    candidates waited 1,067 s for memory and 434 s for a slot in a 440 s run (forty-seventh
-    session). The memory is no less busy: a candidate of the waiting problem is still in
-    line for it.
-    """
-
-    def __init__(self, order: Sequence[tuple[int, str]], waiting: Callable[[str], bool]):
-        self._pending = list(order)  # (index, problem) in the batch's order
-        self._waiting = waiting
-        self._lock = threading.Lock()
-
-    def take(self) -> int:
-        """The index of the candidate to start now (one per candidate of the batch)."""
-        with self._lock:
-            problems: list[str] = []
-            for position, (_, problem) in enumerate(self._pending):
-                if problem not in problems:
-                    if len(problems) == PROBLEMS_AHEAD:
-                        break
-                    problems.append(problem)
-                if not self._waiting(problem):
-                    return self._pending.pop(position)[0]
-            return self._pending.pop(0)[0]
 
 
 #: Loads of one candidate that may defer builds before it must load (each load builds

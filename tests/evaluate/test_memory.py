@@ -127,9 +127,9 @@ def test_the_evaluator_reserves_the_configured_footprints_for_a_large_problem(tm
         small = ReferenceRecord(trials={1: {"input_bytes": 1 << 20, "output_meta": []}})
         evaluator.device, evaluator._memory = "cuda:0", MemoryBudget(100 << 30, overtakes=4)  # as on a GPU, without one
         try:
-            with evaluator._reservation(Problem("p", "x = 1"), large) as held:
+            with evaluator._reservation(large) as held:
                 assert held == int(3.5 * large.footprint_bytes) and large.footprint_bytes >= 2 << 30
-            with evaluator._reservation(Problem("p", "x = 1"), small) as held:
+            with evaluator._reservation(small) as held:
                 assert held == 0  # below eval.large_problem_mb
         finally:
             evaluator.device = "cpu"
@@ -151,13 +151,13 @@ def test_a_verified_candidates_replay_reservation_can_be_given_back_before_its_t
         large = ReferenceRecord(trials={1: {"input_bytes": 2 << 30, "output_meta": []}})
         evaluator.device, evaluator._memory = "cuda:0", MemoryBudget(100 << 30)  # as on a GPU, without one
         try:
-            with evaluator._replay_turn(Problem("p", "x = 1"), large) as release:
+            with evaluator._replay_turn(large) as release:
                 assert evaluator._memory.used == int(1.5 * large.footprint_bytes)
                 release()
                 assert evaluator._memory.used == 0
             assert evaluator._memory.used == 0
             evaluator._alone.on = 1
-            with evaluator._replay_turn(Problem("p", "x = 1"), large) as release:
+            with evaluator._replay_turn(large) as release:
                 assert release is None and evaluator._memory.used == 100 << 30
             assert evaluator._memory.used == 0
         finally:
@@ -212,11 +212,11 @@ def test_the_last_attempt_alone_holds_the_gpu_lock_exclusive_and_ends_idle_worke
         events: list[str] = []
         try:
             evaluator._alone.on = 1  # the second attempt: the budget, the GPU lock as before
-            with evaluator._reservation(Problem("p", "x = 1"), small) as held:
+            with evaluator._reservation(small) as held:
                 assert held == 100 << 30 and not evaluator._gpu.held_exclusive()
                 assert evaluator._candidate_pool._idle.qsize() == 2
             evaluator._alone.on = 2  # the last
-            with evaluator._reservation(Problem("p", "x = 1"), small) as held:
+            with evaluator._reservation(small) as held:
                 assert held == 100 << 30 and evaluator._gpu.held_exclusive()
                 assert evaluator._candidate_pool._idle.qsize() == 0 and evaluator._candidate_pool._live == 0
                 with evaluator._gpu.shared(), evaluator._gpu.exclusive():  # its own takes inside cost nothing
@@ -234,7 +234,7 @@ def test_the_last_attempt_alone_holds_the_gpu_lock_exclusive_and_ends_idle_worke
             assert events == ["alone done", "neighbour on the GPU"]
             assert not evaluator._gpu.held_exclusive() and evaluator._memory.used == 0
             evaluator._alone.on = 0
-            with evaluator._reservation(Problem("p", "x = 1"), small) as held:
+            with evaluator._reservation(small) as held:
                 assert held == 0 and not evaluator._gpu.held_exclusive()  # below eval.large_problem_mb, as before
         finally:
             evaluator._alone.on = 0
@@ -308,7 +308,7 @@ def test_a_cpu_evaluator_reserves_nothing(device, tmp_path):
     with Evaluator([Problem("p", "x = 1")], EvalConfig(device=device, workers=1, scratch_dir=str(tmp_path))) as evaluator:
         assert evaluator.memory_budget().capacity == 0
         big = ReferenceRecord(trials={1: {"input_bytes": 1 << 40, "output_meta": []}})
-        with evaluator._reservation(Problem("p", "x = 1"), big) as held:
+        with evaluator._reservation(big) as held:
             assert held == 0
 
 
@@ -629,66 +629,6 @@ def test_a_batch_runs_problems_in_hash_order_two_at_a_time_their_candidates_alte
         assert rest[:4] == [by_hash[2].name, by_hash[3].name] * 2
     assert [problems[i].name for i in singles] == [p.name for p in by_hash]
     assert [p.name for p in by_hash] != sorted(p.name for p in problems)  # else this test shows nothing
-
-
-def test_a_problem_whose_candidate_waits_for_gpu_memory_is_passed_over_by_the_next_slot():
-    """Written against the batch's fixed order: a sweep's candidates of a large problem
-    each took a slot to wait in for its GPU memory (1,067 s of waits on an H100), while
-    small problems' candidates, which reserve nothing, waited for the slots (434 s). The
-    next slot now goes to the first of the next problems with no candidate waiting, the
-    first in order once every one of them waits (at most PROBLEMS_AHEAD problems ahead)."""
-    from kz_core.evaluate.evaluator import PROBLEMS_AHEAD, _Admission
-
-    assert PROBLEMS_AHEAD == 4
-    order = list(enumerate(["a", "b", "a", "b", "c", "c", "d", "e", "a"]))
-    waiting: set[str] = set()
-    admission = _Admission(order, lambda problem: problem in waiting)
-    assert admission.take() == 0  # nothing waits: the batch's order
-    waiting.add("a")
-    assert admission.take() == 1  # b
-    waiting.add("b")
-    assert admission.take() == 4  # c, not a or b
-    waiting |= {"c", "d"}
-    assert admission.take() == 2  # e is the fifth problem ahead: the order's first
-    waiting = {"b", "c"}
-    assert admission.take() == 6  # d
-    waiting = {"b", "c", "e"}
-    assert admission.take() == 8  # a's last, passing b, c and e
-    waiting = set()
-    assert [admission.take() for _ in range(3)] == [3, 5, 7]
-
-
-def test_the_evaluator_counts_candidates_waiting_for_a_reservation_per_problem(tmp_path):
-    from kz_core.config import EvalConfig
-    from kz_core.evaluate import Evaluator
-    from kz_core.evaluate.references import ReferenceRecord
-    from kz_core.model import Problem
-
-    config = EvalConfig(device="cpu", workers=1, scratch_dir=str(tmp_path))
-    problem = Problem("p", "x = 1")
-    with Evaluator([problem], config) as evaluator:
-        large = ReferenceRecord(trials={1: {"input_bytes": 2 << 30, "output_meta": []}})
-        evaluator.device, evaluator._memory = "cuda:0", MemoryBudget(4 << 30)  # as on a GPU, without one: one at a time
-        try:
-            entered = threading.Event()
-            with evaluator._reservation(problem, large):
-                assert not evaluator.waiting_for_memory("p")
-
-                def second() -> None:
-                    with evaluator._reservation(problem, large):
-                        entered.set()
-
-                other = threading.Thread(target=second)
-                other.start()
-                deadline = time.monotonic() + 30
-                while not evaluator.waiting_for_memory("p") and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                assert evaluator.waiting_for_memory("p") and not entered.is_set()
-                assert not evaluator.waiting_for_memory("q")
-            other.join(timeout=30)
-            assert entered.is_set() and not evaluator.waiting_for_memory("p")
-        finally:
-            evaluator.device = "cpu"
 
 
 def test_eval_in_flight_runs_that_many_candidates_at_once_with_one_worker():
