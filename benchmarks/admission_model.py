@@ -29,8 +29,10 @@ from __future__ import annotations
 import argparse
 import collections
 import random
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -40,8 +42,9 @@ from kz_core.evaluate.evaluator import PROBLEMS_TOGETHER
 from kz_core.evaluate.memory import MemoryBudget
 from kz_core.evaluate.references import SharedExclusiveLock
 
-SCALE = 0.02  # wall seconds per modelled second
-STAGES = {"reference": (0.5, 3.0), "record": (1.0, 4.5), "build": (0.5, 1.3), "trials": (1.0, 3.5), "timing": (0.6, 2.8)}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_lock_policies import SCALE, STAGES, holder, run_threads  # noqa: E402
+
 CAPACITY = 1000  # the budget, in thousandths
 SHARE = (100, 450)  # a large problem's reservation, in thousandths of the budget
 PROBLEMS_AHEAD = 4
@@ -105,11 +108,7 @@ def run(policy: str, problems: int, samples: int, threads: int, large: float, se
             waits["memory"] += (time.perf_counter() - asked) / SCALE
         return reservation
 
-    def take(mode: str, seconds: float) -> None:
-        asked = time.perf_counter()
-        with lock.shared() if mode == "shared" else lock.exclusive():
-            waits[mode] += (time.perf_counter() - asked) / SCALE
-            time.sleep(seconds * SCALE)
+    take = holder(lock, waits)
 
     def evaluate(index: int) -> None:
         job, name = jobs[index], problem_of[index]
@@ -134,13 +133,7 @@ def run(policy: str, problems: int, samples: int, threads: int, large: float, se
                     return
             evaluate(admission.take())
 
-    started = time.perf_counter()
-    pool = [threading.Thread(target=slot) for _ in range(threads)]
-    for thread in pool:
-        thread.start()
-    for thread in pool:
-        thread.join()
-    seconds = (time.perf_counter() - started) / SCALE
+    seconds = run_threads(slot, threads)
     return {"seconds": seconds, "per_minute": 60 * len(order) / seconds, **{f"{k}_wait": v for k, v in waits.items()}}
 
 

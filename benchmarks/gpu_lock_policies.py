@@ -138,6 +138,30 @@ class Barging(SharedExclusiveLock):
             yield
 
 
+def holder(lock: SharedExclusiveLock, waits: collections.Counter[str]) -> Any:
+    """``take(mode, seconds)``: hold ``lock`` (``"shared"`` or ``"exclusive"``) for
+    ``seconds`` modelled seconds, adding the modelled wait for it to ``waits[mode]``."""
+
+    def take(mode: str, seconds: float) -> None:
+        asked = time.perf_counter()
+        with lock.shared() if mode == "shared" else lock.exclusive():
+            waits[mode] += (time.perf_counter() - asked) / SCALE
+            time.sleep(seconds * SCALE)
+
+    return take
+
+
+def run_threads(target: Any, threads: int) -> float:
+    """Run ``target`` on ``threads`` threads until all return; the modelled seconds it took."""
+    started = time.perf_counter()
+    pool = [threading.Thread(target=target) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return (time.perf_counter() - started) / SCALE
+
+
 POLICIES = {"kz": SharedExclusiveLock, "readers-first": ReadersFirst, "phase-fair": PhaseFair, "batched": Batched, "barging": Barging}
 LARGE_RECORD = (20.0, 45.0)
 
@@ -156,11 +180,7 @@ def run(lock: SharedExclusiveLock, candidates: int, threads: int, seed: int, lar
     jobs_lock = threading.Lock()
     waits = collections.Counter()
 
-    def take(mode: str, seconds: float) -> None:
-        asked = time.perf_counter()
-        with lock.shared() if mode == "shared" else lock.exclusive():
-            waits[mode] += (time.perf_counter() - asked) / SCALE
-            time.sleep(seconds * SCALE)
+    take = holder(lock, waits)
 
     def candidate_thread() -> None:
         while True:
@@ -174,13 +194,7 @@ def run(lock: SharedExclusiveLock, candidates: int, threads: int, seed: int, lar
             take("shared", job["trials"])
             take("exclusive", job["timing"])
 
-    started = time.perf_counter()
-    workers = [threading.Thread(target=candidate_thread) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    seconds = (time.perf_counter() - started) / SCALE
+    seconds = run_threads(candidate_thread, threads)
     return {"seconds": seconds, "per_minute": 60 * candidates / seconds, "shared_wait": waits["shared"], "exclusive_wait": waits["exclusive"]}
 
 
