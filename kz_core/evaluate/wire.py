@@ -784,14 +784,17 @@ def _decode(view: memoryview, lent: LentFile | None = None, memory: ReplyMemory 
 
 def send_reply(sock: socket.socket, reply: Any) -> None:
     """Reply to the request last received, in the file it lent where it lent one (once:
-    a second reply, a failure's, comes whole)."""
+    a second reply, a failure's, comes whole). Only that file is let go: a reply whose
+    sending ended after the next request came (a thread's) leaves that request's file."""
     global _lent_for_reply
+    lent = _lent_for_reply
     try:
         send_frame(sock, encode_reply(reply))  # called with the reply alone, as ever (cheats wrap it so)
     finally:
-        if _lent_for_reply is not None:
-            _lent_for_reply.close()
-            _lent_for_reply = None
+        if lent is not None:
+            lent.close()
+            if _lent_for_reply is lent:
+                _lent_for_reply = None
 
 
 def lent_empty(shape: tuple[int, ...], dtype: Any) -> Any:

@@ -333,6 +333,44 @@ def test_a_reply_s_tensor_bytes_are_sent_from_the_tensor_not_copied_first():
         right.close()
 
 
+def test_a_reply_that_ends_after_the_next_request_came_leaves_that_request_s_file(monkeypatch):
+    """Written against a reply that let go of whichever file was lent last: a sender
+    thread of one test that finished sending after the next test's request came closed
+    that request's file, and its large tensors went through the socket (a `make test`
+    failure, forty-eighth session). A reply lets go of its own request's file only."""
+    left, right = socket.socketpair()
+    first, second = wire.LentFile.create(4 << 20), wire.LentFile.create(4 << 20)
+    sending, finish = threading.Event(), threading.Event()
+    send_frame = wire.send_frame
+
+    def slow_send_frame(sock, payload, fds=()):
+        sending.set()
+        finish.wait(30)
+        send_frame(sock, payload, fds)
+
+    try:
+        wire.send_request(left, {"op": "one"}, first)
+        assert wire.recv_request(right) == {"op": "one"}
+        monkeypatch.setattr(wire, "send_frame", slow_send_frame)
+        sender = threading.Thread(target=wire.send_reply, args=(right, {"ok": True}), daemon=True)
+        sender.start()
+        assert sending.wait(30)
+        monkeypatch.setattr(wire, "send_frame", send_frame)
+        wire.send_request(left, {"op": "two"}, second)
+        assert wire.recv_request(right) == {"op": "two"}
+        finish.set()
+        sender.join(30)
+        assert wire.recv_reply(left) == {"ok": True}
+        assert wire.lent_empty((1 << 20,), torch.float32) is not None  # the second request's file, still lent
+    finally:
+        finish.set()
+        wire.send_reply(right, {"ok": True})  # lets the second file go
+        left.close()
+        right.close()
+        first.close()
+        second.close()
+
+
 def _lent_reply(value, size=64 << 20):
     """``value`` encoded by a worker into a file lent for it: (the file, the reply's frame)."""
     lent = wire.LentFile.create(size)
