@@ -1354,7 +1354,9 @@ class Evaluator:
         exclusive take first waits for every shared holder to finish (their compiles,
         trials, references), and no new one starts meanwhile. On the H200 (nineteenth
         session, KernelBench level 1) the 199 takes of 100 candidates waited 440 s for
-        145 s held, and shared holders waited 588 s behind them.
+        145 s held, and shared holders waited 588 s behind them. The ``compile``
+        baseline's model is compiled before, with the GPU shared
+        (``ReferenceService.compile_ahead``): only its timing is in the hold.
 
         With graph timing, a candidate that cannot be captured is compared with baselines
         timed with events; a baseline that cannot be captured has the candidate timed
@@ -1391,6 +1393,10 @@ class Evaluator:
 
         fields = spent
         then = with_baselines if self.device != "cpu" else None
+        if then is not None and not self._running_alone():
+            # Compiled now, with the GPU shared, not in the exclusive hold below; a
+            # candidate evaluated again alone keeps its turn and compiles it there.
+            timed("baseline_s", self.references.compile_ahead, problem, self._reservation(reference))
         reply, failure = timed("timing_s", self._time_candidate, worker, problem, reference, self._timing, findings, verified, then=then)
         spent["retire"] = bool(reply and reply.get("retire"))
         if reply is not None and not spent["retire"] and self.device != "cpu" and _slower_on_unseen(reply, failure):

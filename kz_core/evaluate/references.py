@@ -198,6 +198,9 @@ class ReferenceService:
         self._baselines: dict[tuple[str, str, str], RuntimeStats | None] = {}
         self._baseline_locks: dict[tuple[str, str, str], threading.Lock] = collections.defaultdict(threading.Lock)
         self._baseline_cache: BaselineCache | None = None
+        #: Problems whose ``compile`` baseline was compiled ahead (:meth:`compile_ahead`).
+        self._compiled_ahead: set[str] = set()
+        self._compile_ahead_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self.contention = contention if contention is not None else Contention()
         #: The GPU's memory budget (``kz_core.evaluate.memory``), built on first use.
         self.memory = memory if memory is not None else (lambda: MemoryBudget(0))
@@ -333,6 +336,42 @@ class ReferenceService:
             self._baseline_cache = BaselineCache(cache_dir(create=True) / "baselines.sqlite")
         return self._baseline_cache
 
+    def compile_ahead(self, problem: Problem, reservation: contextlib.AbstractContextManager[Any]) -> None:
+        """Have ``problem``'s reference worker compile its ``compile`` baseline with the GPU
+        held shared (and ``reservation``, the memory a candidate of the problem reserves),
+        once per problem, before a candidate's timing takes the GPU exclusive: timed
+        there, ``torch.compile``'s first call compiled the model inside the exclusive hold
+        (seconds to a minute per problem), while every other candidate's GPU work waited
+        (``ReferenceOps.op_compile_baseline``). Nothing is done when the baseline is known,
+        and a failure here changes nothing: the timing compiles it again and says why it
+        fails. Not while the caller holds the GPU lock, or waits on it with a worker."""
+        if "compile" not in self.config.baselines or self.device == "cpu":
+            return
+        key = (problem.content_hash, "compile", self.timing.method)
+        with self._compile_ahead_locks[problem.content_hash]:
+            if problem.content_hash in self._compiled_ahead or key in self._baselines:
+                return
+            self._compiled_ahead.add(problem.content_hash)
+            store = self._baseline_store()
+            if store is not None and store.get(self._baseline_cache_key(problem, "compile", self.timing)) is not None:
+                return
+            request = {"op": "compile_baseline", "problem": problem_payload(problem), "init_seed": self.seeds.init, "seed": self.seeds.decoys[0]}
+            with reservation, self.gpu.shared():
+                if key in self._baselines:  # timed while this waited for the lock
+                    return
+                with self.worker(problem) as worker:
+                    _, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile baseline")
+            if failure is not None:
+                logger.info("{}: the compile baseline could not be compiled ahead ({}); its timing compiles it", problem.name, failure.message)
+
+    def _baseline_cache_key(self, problem: Problem, mode: str, settings: TimingSettings) -> str:
+        """The baseline cache's key of ``problem``'s ``mode`` baseline timed with ``settings``."""
+        # With the graph's input bound: since every call reads a buffer of its own
+        # (INPUT_BYTES), baselines timed with calls cycling over fewer are not reused.
+        timing = json.dumps({**attrs.asdict(settings), "input_bytes": INPUT_BYTES}, sort_keys=True)
+        environment = self.environment()
+        return result_key(problem.content_hash, mode, environment.device_name, environment.torch, timing)
+
     def baseline(
         self, problem: Problem, mode: str, findings: list[Finding], settings: TimingSettings | None = None, alone: bool = False
     ) -> RuntimeStats | None:
@@ -351,11 +390,7 @@ class ReferenceService:
         with self._baseline_locks[key]:
             if key in self._baselines:
                 return self._baselines[key]
-            environment = self.environment()
-            # With the graph's input bound: since every call reads a buffer of its own
-            # (INPUT_BYTES), baselines timed with calls cycling over fewer are not reused.
-            timing = json.dumps({**attrs.asdict(settings), "input_bytes": INPUT_BYTES}, sort_keys=True)
-            cache_key = result_key(problem.content_hash, mode, environment.device_name, environment.torch, timing)
+            cache_key = self._baseline_cache_key(problem, mode, settings)
             store = self._baseline_store()
             stats = store.get(cache_key) if store is not None else None
             if stats is None:

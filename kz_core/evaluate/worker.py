@@ -295,6 +295,7 @@ def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[st
     handlers = {
         "reference": worker.op_reference,
         "baseline": worker.op_baseline,
+        "compile_baseline": worker.op_compile_baseline,
         "footprint": worker.op_footprint,
         "audit": worker.op_audit,
         "validate": worker.op_validate,

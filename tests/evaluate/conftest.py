@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -139,3 +140,18 @@ def gpu_evaluator(example_problems):
     config = load_config(None, ["eval.device=cuda", "eval.workers=2", "eval.cache=false"]).eval
     with Evaluator(example_problems, config) as evaluator:
         yield evaluator
+
+
+@contextlib.contextmanager
+def reference_pool(tmp_path):
+    """A pool of one reference worker on the CPU, forked by a zygote of its own."""
+    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
+
+    settings = SandboxSettings(scratch_root=tmp_path)
+    zygote = ZygoteProcess("cpu", settings)
+    pool = WorkerPool("cpu", "reference", 1, settings, zygote=zygote, single_use=False)
+    try:
+        yield pool
+    finally:
+        pool.close()
+        zygote.close()

@@ -18,6 +18,8 @@ import pytest
 from kz_core.evaluate.contention import Contention
 from kz_core.evaluate.memory import MemoryBudget, budget_bytes
 
+from .conftest import reference_pool
+
 
 def _eventually(condition, seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
@@ -332,21 +334,6 @@ def get_init_inputs():
 """
 
 
-@contextlib.contextmanager
-def _reference_pool(tmp_path):
-    """A pool of one reference worker on the CPU, forked by a zygote of its own."""
-    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
-
-    settings = SandboxSettings(scratch_root=tmp_path)
-    zygote = ZygoteProcess("cpu", settings)
-    pool = WorkerPool("cpu", "reference", 1, settings, zygote=zygote, single_use=False)
-    try:
-        yield pool
-    finally:
-        pool.close()
-        zygote.close()
-
-
 def test_a_reference_worker_finds_a_calls_footprint_on_the_meta_device(tmp_path):
     """What a first reference reserves: one call's bytes from shapes alone (a problem whose
     forward reads values cannot run on the meta device: None, and a fixed share is reserved)."""
@@ -354,7 +341,7 @@ def test_a_reference_worker_finds_a_calls_footprint_on_the_meta_device(tmp_path)
     from kz_core.model import Problem
 
     reads_values = ADD.replace("return a + b", "return a + b if bool(a.sum() > 0) else a")
-    with _reference_pool(tmp_path) as pool:
+    with reference_pool(tmp_path) as pool:
         for code, expected in ((ADD, 3 * 1000 * 4), (reads_values, None)):
             problem = Problem("p", code)
             with pool.acquire(problem.content_hash) as worker:
@@ -376,7 +363,7 @@ def test_a_comparison_on_the_device_says_where_its_time_went(tmp_path):
         "op": "compare", "problem": problem_payload(problem), "init_seed": 1, "seed": 7, "overrides": None, "shared": [],
         "tolerance": {}, "atol": 1e-2, "rtol": 1e-2, "label": "trial 1", "copy": True,
     }
-    with _reference_pool(tmp_path) as pool, pool.acquire(problem.content_hash) as worker:
+    with reference_pool(tmp_path) as pool, pool.acquire(problem.content_hash) as worker:
         reply, failure = call_worker(worker, request, 60, "comparison")
     assert failure is None and [(f["check"], f["message"]) for f in reply["findings"]] == [("output_type", "trial 1: 0 outputs shared, the reference returns 1")]
     assert set(reply["phases"]) == {"instantiate", "draw inputs", "reference call", "open shared outputs", "compare"}

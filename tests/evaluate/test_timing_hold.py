@@ -82,6 +82,98 @@ def test_baselines_are_timed_in_the_candidates_exclusive_hold(monkeypatch, examp
 
 
 
+def test_the_compile_baseline_is_compiled_with_the_gpu_shared_before_the_exclusive_hold(monkeypatch, example_problems):
+    """Written against the version before, where ``torch.compile``'s first call compiled the
+    ``compile`` baseline in the candidate's exclusive hold (seconds to a minute per problem,
+    while every other candidate's GPU work waited): its reference worker now compiles it
+    first with the GPU held shared, once per problem, and the hold only times it."""
+    import contextlib
+
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate import references as references_module
+    from kz_core.serialization import to_json_dict
+
+    problems = [p for p in example_problems if p.name in ("1_vector_add", "2_scaled_relu")]
+    with Evaluator(problems, eval_config("eval.baselines=[eager,compile]", "eval.timing_method=graph")) as evaluator:
+        evaluator.device = evaluator.references.device = "cuda"  # the GPU's path; nothing here runs on a GPU
+        gpu, service = evaluator._gpu, evaluator.references
+        events: list[tuple[str, int, bool]] = []  # (what, shared holders, held exclusive), in order
+        failing: set[str] = set()
+
+        def call_worker(worker, request, timeout, stage):
+            events.append((request["op"], gpu._shared, gpu.held_exclusive()))
+            if request["problem"]["name"] in failing:
+                return None, Finding("compile_error", "inductor could not compile it")
+            return {"ok": True, "seconds": 1.0}, None
+
+        def time_candidate(worker, problem, reference, settings, findings, verified=False, then=None, unseen=None):
+            reply = {"stats": to_json_dict(_stats(GRAPH_CLOCK, 1.0, unseen=True))}
+            with gpu.exclusive():
+                events.append(("time", gpu._shared, gpu.held_exclusive()))
+                then(reply)
+            return reply, None
+
+        def baseline(problem, mode, findings, settings=None, alone=False):
+            key = (problem.content_hash, mode, settings.method)
+            if key not in service._baselines:  # timed once, then kept, as ReferenceService.baseline keeps them
+                events.append((f"{mode} baseline", gpu._shared, gpu.held_exclusive()))
+                service._baselines[key] = _stats(GRAPH_CLOCK, 2.0)
+            return service._baselines[key]
+
+        monkeypatch.setattr(references_module, "call_worker", call_worker)
+        monkeypatch.setattr(service, "worker", lambda problem: contextlib.nullcontext(None))
+        monkeypatch.setattr(evaluator, "_time_candidate", time_candidate)
+        monkeypatch.setattr(service, "baseline", baseline)
+        seed = evaluator.seeds.timing[0]
+        reference = ReferenceRecord(trials={seed: {"input_bytes": 1 << 20, "output_meta": [{"nbytes": 1 << 20}]}})
+        add, relu = sorted(problems, key=lambda p: p.name)
+
+        fields = evaluator._time(None, add, reference, [], verified=True)
+        assert fields["speedups"] == {"eager": 2.0, "compile": 2.0}
+        assert events == [("compile_baseline", 1, False), ("time", 0, True), ("eager baseline", 0, True), ("compile baseline", 0, True)]
+        # The problem's next candidates: nothing compiled again, the baselines known.
+        events.clear()
+        evaluator._time(None, add, reference, [], verified=True)
+        assert events == [("time", 0, True)]
+
+        # One that cannot be compiled ahead is timed as before, once: its timing compiles
+        # it and says why it fails.
+        events.clear()
+        failing.add(relu.name)
+        fields = evaluator._time(None, relu, reference, [], verified=True)
+        evaluator._time(None, relu, reference, [], verified=True)
+        assert [what for what, _, _ in events] == ["compile_baseline", "time", "eager baseline", "compile baseline", "time"]
+        assert fields["speedups"] == {"eager": 2.0, "compile": 2.0}
+
+
+def test_a_reference_worker_s_compile_baseline_compiled_ahead_is_timed_without_compiling_again(tmp_path):
+    """``op_compile_baseline`` leaves dynamo's compiled code in the reference worker, so the
+    ``compile`` baseline's timing, on a model of its own, compiles nothing (torch.compile
+    on the CPU here); and the timing resets dynamo, so a timing after it compiles again."""
+    import attrs
+
+    from kz_core.evaluate.calls import call_worker, problem_payload
+    from kz_core.evaluate.timing import TimingSettings
+    from kz_core.model import Problem
+
+    from .conftest import reference_pool
+    from .test_memory import ADD
+
+    problem = Problem("p", ADD)
+    settings = attrs.asdict(TimingSettings(warmup_ms=0.0, min_trials=3, max_trials=3, budget_ms=0.0, method="events"))
+    timing = {"op": "baseline", "problem": problem_payload(problem), "init_seed": 1, "seeds": [5], "decoys": [6], "mode": "compile", "settings": settings}
+    with reference_pool(tmp_path) as pool, pool.acquire(problem.content_hash) as worker:
+        compiled = []
+        for ahead in (True, False):
+            if ahead:
+                reply, failure = call_worker(worker, {"op": "compile_baseline", "problem": problem_payload(problem), "init_seed": 1, "seed": 6}, 600, "compile baseline")
+                assert failure is None and reply["seconds"] > 0, failure
+            reply, failure = call_worker(worker, timing, 600, "compile baseline")
+            assert failure is None and reply["stats"]["trials"] == 3, failure
+            compiled.append(reply["graphs_compiled"])
+    assert compiled[0] == 0 and compiled[1] >= 1, compiled
+
+
 @pytest.mark.parametrize("first_ratio", [1.6, 5.2], ids=["somewhat slower", "memoising"])
 @pytest.mark.parametrize("second_ratio", [1.0, 1.6, 5.2], ids=["slowed once (honest)", "slower again", "memoises again"])
 def test_a_candidate_slower_on_unseen_inputs_is_timed_again_on_unseen_inputs_of_its_own(monkeypatch, example_problems, first_ratio, second_ratio):
