@@ -198,8 +198,9 @@ class ReferenceService:
         self._baselines: dict[tuple[str, str, str], RuntimeStats | None] = {}
         self._baseline_locks: dict[tuple[str, str, str], threading.Lock] = collections.defaultdict(threading.Lock)
         self._baseline_cache: BaselineCache | None = None
-        #: Problems whose ``compile`` baseline was compiled ahead (:meth:`compile_ahead`).
-        self._compiled_ahead: set[str] = set()
+        #: Problems whose ``compile`` baseline was compiled ahead (:meth:`compile_ahead`),
+        #: and the pid of the reference worker that holds what it compiled (None: failed).
+        self._compiled_ahead: dict[str, int | None] = {}
         self._compile_ahead_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self.contention = contention if contention is not None else Contention()
         #: The GPU's memory budget (``kz_core.evaluate.memory``), built on first use.
@@ -209,9 +210,10 @@ class ReferenceService:
         self.alone = alone if alone is not None else (lambda: False)
 
     @contextlib.contextmanager
-    def worker(self, problem: Problem) -> Iterator[Any]:
-        """A reference worker bound to ``problem``."""
-        with self.contention.hold("reference worker", self.pool.acquire(problem.content_hash)) as worker:
+    def worker(self, problem: Problem, prefer: int | None = None) -> Iterator[Any]:
+        """A reference worker bound to ``problem`` (``prefer``: the pid of the one to take
+        when it is idle, ``WorkerPool.acquire``)."""
+        with self.contention.hold("reference worker", self.pool.acquire(problem.content_hash, prefer=prefer)) as worker:
             yield worker
 
     def pinned(self, problem: Problem) -> contextlib.AbstractContextManager[None]:
@@ -351,7 +353,7 @@ class ReferenceService:
         with self._compile_ahead_locks[problem.content_hash]:
             if problem.content_hash in self._compiled_ahead or key in self._baselines:
                 return
-            self._compiled_ahead.add(problem.content_hash)
+            self._compiled_ahead[problem.content_hash] = None
             store = self._baseline_store()
             if store is not None and store.get(self._baseline_cache_key(problem, "compile", self.timing)) is not None:
                 return
@@ -361,6 +363,8 @@ class ReferenceService:
                     return
                 with self.worker(problem) as worker:
                     _, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile baseline")
+                    if failure is None:
+                        self._compiled_ahead[problem.content_hash] = getattr(worker, "worker_pid", None)
             if failure is not None:
                 logger.info("{}: the compile baseline could not be compiled ahead ({}); its timing compiles it", problem.name, failure.message)
 
@@ -404,7 +408,10 @@ class ReferenceService:
                     "settings": attrs.asdict(settings),
                 }
                 timeout = self.config.run_timeout_s + (self.config.compile_timeout_s if mode == "compile" else 0)
-                with self.gpu.exclusive(), self.worker(problem) as worker:
+                # The compile baseline in the worker that compiled it ahead, when it is idle:
+                # another bound to the problem compiles it again, in this hold.
+                prefer = self._compiled_ahead.get(problem.content_hash) if mode == "compile" else None
+                with self.gpu.exclusive(), self.worker(problem, prefer=prefer) as worker:
                     reply, failure = call_worker(worker, request, timeout, f"{mode} baseline")
                     if reply is not None and reply.get("retire"):
                         worker.kill()  # a failed graph capture left its random generator unusable

@@ -1003,19 +1003,21 @@ class WorkerPool:
             raise errors[0]
 
     @contextlib.contextmanager
-    def acquire(self, key: str | None = None) -> Iterator[WorkerProcess]:
+    def acquire(self, key: str | None = None, prefer: int | None = None) -> Iterator[WorkerProcess]:
         """A worker for exclusive use; retired workers are replaced on the next acquire.
 
         :param key: serve only with a worker that never served another key: an idle worker
             bound to ``key`` or a fresh one; when the pool is full, an idle worker bound to
             another key is ended to make room.
+        :param prefer: with ``key``, the pid of the worker to serve with when it is idle
+            among those bound to ``key`` (one that holds something of the key's already).
         """
         if self._closed:
             raise WorkerError("the pool is closed")
-        worker = self._take(key)
+        worker = self._take(key, prefer=prefer)
         while worker is ...:
             time.sleep(0.05)
-            worker = self._take(key, wait=0.45)
+            worker = self._take(key, wait=0.45, prefer=prefer)
         if worker is None:
             worker = self._start()
         if key is not None and worker.binding is None:
@@ -1045,8 +1047,9 @@ class WorkerPool:
                 else:
                     self._idle.put(worker)
 
-    def _take(self, key: str | None, wait: float = 0.0) -> Any:
-        """An idle worker that may serve ``key``; None: start one (counted); ``...``: wait."""
+    def _take(self, key: str | None, wait: float = 0.0, prefer: int | None = None) -> Any:
+        """An idle worker that may serve ``key`` (``prefer``: see :meth:`acquire`); None:
+        start one (counted); ``...``: wait."""
         if key is None:
             with self._lock:
                 try:
@@ -1068,7 +1071,8 @@ class WorkerPool:
                     idle.append(self._idle.get_nowait())
                 except queue.Empty:
                     break
-            chosen = next((w for w in idle if w.binding == key), None) or next((w for w in idle if w.binding is None), None)
+            bound = sorted((w for w in idle if w.binding == key), key=lambda w: w.worker_pid != prefer)
+            chosen = next(iter(bound), None) or next((w for w in idle if w.binding is None), None)
             evicted = None
             if chosen is None and self._live >= self.size and idle:
                 # The least recently returned (the queue is last in, first out) of those no

@@ -130,6 +130,29 @@ def test_a_reference_worker_serves_one_problem(tmp_path):
         zygote.close()
 
 
+def test_a_reference_worker_asked_for_by_pid_serves_when_idle(tmp_path):
+    """Two workers bound to one problem (two requests of it at once): ``prefer`` picks the
+    one named, idle, over the one returned last (the compile baseline goes to the worker
+    that compiled it ahead, ``ReferenceService.compile_ahead``)."""
+    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool, ZygoteProcess
+
+    settings = SandboxSettings(scratch_root=tmp_path)
+    zygote = ZygoteProcess("cpu", settings)
+    pool = WorkerPool("cpu", "reference", 2, settings, zygote=zygote, single_use=False)
+    try:
+        with pool.acquire("a") as first, pool.acquire("a") as second:
+            pids = (first.worker_pid, second.worker_pid)
+        assert pids[0] != pids[1]
+        for pid in (*pids, *reversed(pids)):
+            with pool.acquire("a", prefer=pid) as worker:
+                assert worker.worker_pid == pid
+        with pool.acquire("a", prefer=pids[0]) as worker, pool.acquire("a", prefer=pids[0]) as other:
+            assert other.worker_pid == pids[1]  # the one named is busy: another bound to the key
+    finally:
+        pool.close()
+        zygote.close()
+
+
 def _spares(pool, count: int = 1) -> list[int]:
     """The pids of ``pool``'s idle unbound workers once at least ``count`` are started and
     none is still starting."""

@@ -482,7 +482,7 @@ def test_a_baseline_that_ran_out_of_gpu_memory_is_kept_only_when_timed_alone(tmp
     with Evaluator([problem], eval_config("eval.cache=true")) as evaluator:
         service = evaluator.references
         monkeypatch.setattr(references_module, "call_worker", call_worker)
-        monkeypatch.setattr(service, "worker", lambda problem: contextlib.nullcontext(None))
+        monkeypatch.setattr(service, "worker", lambda problem, prefer=None: contextlib.nullcontext(None))
         settings = TimingSettings(method="graph")
         findings: list[Finding] = []
         first = service.baseline(problem, "eager", findings, settings)

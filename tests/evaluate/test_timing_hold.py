@@ -88,6 +88,7 @@ def test_the_compile_baseline_is_compiled_with_the_gpu_shared_before_the_exclusi
     while every other candidate's GPU work waited): its reference worker now compiles it
     first with the GPU held shared, once per problem, and the hold only times it."""
     import contextlib
+    import types
 
     from kz_core.evaluate import Evaluator
     from kz_core.evaluate import references as references_module
@@ -100,8 +101,19 @@ def test_the_compile_baseline_is_compiled_with_the_gpu_shared_before_the_exclusi
         events: list[tuple[str, int, bool]] = []  # (what, shared holders, held exclusive), in order
         failing: set[str] = set()
 
+        workers: list[tuple[str, int | None]] = []  # (op, the worker asked for)
+        pids = iter(range(100, 200))
+
+        @contextlib.contextmanager
+        def worker(problem, prefer=None):
+            yield types.SimpleNamespace(worker_pid=prefer or next(pids))
+
         def call_worker(worker, request, timeout, stage):
-            events.append((request["op"], gpu._shared, gpu.held_exclusive()))
+            name = f"{request['mode']} baseline" if request["op"] == "baseline" else request["op"]
+            events.append((name, gpu._shared, gpu.held_exclusive()))
+            workers.append((name, worker.worker_pid))
+            if request["op"] == "baseline":
+                return {"stats": to_json_dict(_stats(GRAPH_CLOCK, 2.0))}, None
             if request["problem"]["name"] in failing:
                 return None, Finding("compile_error", "inductor could not compile it")
             return {"ok": True, "seconds": 1.0}, None
@@ -113,17 +125,10 @@ def test_the_compile_baseline_is_compiled_with_the_gpu_shared_before_the_exclusi
                 then(reply)
             return reply, None
 
-        def baseline(problem, mode, findings, settings=None, alone=False):
-            key = (problem.content_hash, mode, settings.method)
-            if key not in service._baselines:  # timed once, then kept, as ReferenceService.baseline keeps them
-                events.append((f"{mode} baseline", gpu._shared, gpu.held_exclusive()))
-                service._baselines[key] = _stats(GRAPH_CLOCK, 2.0)
-            return service._baselines[key]
-
         monkeypatch.setattr(references_module, "call_worker", call_worker)
-        monkeypatch.setattr(service, "worker", lambda problem: contextlib.nullcontext(None))
+        monkeypatch.setattr(service, "worker", worker)
+        monkeypatch.setattr(service, "_baseline_store", lambda: None)
         monkeypatch.setattr(evaluator, "_time_candidate", time_candidate)
-        monkeypatch.setattr(service, "baseline", baseline)
         seed = evaluator.seeds.timing[0]
         reference = ReferenceRecord(trials={seed: {"input_bytes": 1 << 20, "output_meta": [{"nbytes": 1 << 20}]}})
         add, relu = sorted(problems, key=lambda p: p.name)
@@ -131,6 +136,9 @@ def test_the_compile_baseline_is_compiled_with_the_gpu_shared_before_the_exclusi
         fields = evaluator._time(None, add, reference, [], verified=True)
         assert fields["speedups"] == {"eager": 2.0, "compile": 2.0}
         assert events == [("compile_baseline", 1, False), ("time", 0, True), ("eager baseline", 0, True), ("compile baseline", 0, True)]
+        # Timed by the worker that compiled it (when idle: WorkerPool.acquire's prefer).
+        compiled_in = dict(workers)["compile_baseline"]
+        assert dict(workers)["compile baseline"] == compiled_in and dict(workers)["eager baseline"] != compiled_in
         # The problem's next candidates: nothing compiled again, the baselines known.
         events.clear()
         evaluator._time(None, add, reference, [], verified=True)
