@@ -346,7 +346,8 @@ class ReferenceService:
         (seconds to a minute per problem), while every other candidate's GPU work waited
         (``ReferenceOps.op_compile_baseline``). Nothing is done when the baseline is known,
         and a failure here changes nothing: the timing compiles it again and says why it
-        fails. Not while the caller holds the GPU lock, or waits on it with a worker."""
+        fails. The caller must not hold the GPU lock: this takes it shared (after the
+        reservation, before the reference worker, the lock order of this module)."""
         if "compile" not in self.config.baselines or self.device == "cpu":
             return
         key = (problem.content_hash, "compile", self.timing.method)
