@@ -285,6 +285,14 @@ class EvalConfig:
     # not fit yet (each overtaking counts against every request it passes); 0: first come,
     # first served.
     reservation_overtakes: int = 0
+    # The GPU memory set aside for candidates of problems below eval.large_problem_mb (they
+    # reserve nothing), out of the reservations' reach: "workers", a 1.5 GiB share for
+    # every candidate worker; "in_flight", a share only for the candidates in flight that
+    # are not known to be of a large problem (those reserve what they use), so that a
+    # batch of large problems may reserve nearly all of it. On an H100 with 8 workers the
+    # shares were 12.9 GB of a 40.5 GB budget (KernelBench level 1 at 16.0 candidates/min
+    # with 8 workers, 20.6 with 4; docs/benchmarks.md, fiftieth session).
+    reservation_set_aside: str = "workers"
 
 
 @dataclass
@@ -688,6 +696,7 @@ RULES: dict[str, dict[str, Any]] = {
         "ray_actors": _at_least(0),
         "reservation_footprints": _positive,
         "reservation_overtakes": _at_least(0),
+        "reservation_set_aside": _one_of("workers", "in_flight"),
     },
     "reward": {"speed_baseline": _one_of("eager", "compile")},
     "coevolve": {

@@ -77,6 +77,7 @@ _KEY_EXCLUDED = {
     "large_problem_mb",
     "reservation_footprints",
     "reservation_overtakes",
+    "reservation_set_aside",
     "backend",
     "device",
     "devices",
@@ -286,6 +287,11 @@ class Evaluator:
         self._host = SharedExclusiveLock()
         self._memory: MemoryBudget | None = None
         self._memory_lock = threading.Lock()
+        # Candidates in flight of problems that reserve GPU memory, and what one candidate
+        # worker's share of the memory set aside for the others is (_set_aside_for_in_flight).
+        self._large_in_flight = 0
+        self._set_aside_share = 0
+        self._slot = threading.local()
         # Set in a thread evaluating a candidate again after the GPU ran out of memory:
         # its reservations take the whole budget.
         self._alone = threading.local()
@@ -427,7 +433,7 @@ class Evaluator:
             return self.lanes[0].memory_budget()
         with self._memory_lock:
             if self._memory is None:
-                capacity = 0
+                capacity = unreserved = 0
                 if self.device != "cpu":
                     pools = (self.references.pool, self._candidate_pool, self._executor_pool)
                     identity = next((pool.identity for pool in pools if pool.identity), None)
@@ -441,9 +447,35 @@ class Evaluator:
                     # The memory free when the first worker started (another process, such as
                     # kz train's policy on the same GPU, may hold some), else the total.
                     total = int(identity.get("memory_free_bytes") or identity.get("memory_bytes", 0))
-                    capacity = budget_bytes(total, processes) - unreserved if total else 0
-                self._memory = MemoryBudget(capacity, self.contention, overtakes=int(self.config.reservation_overtakes))
+                    capacity = budget_bytes(total, processes) if total else 0
+                    self._set_aside_share = unreserved // max(1, self._candidate_pool.size)
+                self._memory = MemoryBudget(capacity, self.contention, overtakes=int(self.config.reservation_overtakes), set_aside=unreserved)
+                self._set_aside_for_in_flight(self._memory)
             return self._memory
+
+    def _set_aside_for_in_flight(self, budget: MemoryBudget) -> None:
+        """With ``eval.reservation_set_aside=in_flight``: the GPU memory set aside for the
+        candidates that reserve nothing is one share for each candidate in flight not
+        known to be of a large problem (those reserve what they use), at most one per
+        candidate worker, as with ``workers``. The executors, one per candidate in flight,
+        bound how many may be in flight. Called with ``_memory_lock`` held."""
+        if self.config.reservation_set_aside != "in_flight" or not budget.capacity:
+            return
+        workers, slots = self._candidate_pool.size, self._executor_pool.size
+        budget.set_aside(max(0, min(workers, slots - self._large_in_flight)) * self._set_aside_share)
+
+    def _note_large(self, reference: ReferenceRecord) -> None:
+        """A candidate in flight, in this thread, of a problem that reserves GPU memory
+        (:meth:`_reservation`): the set-aside shrinks until :meth:`_evaluate` ends."""
+        if self.device == "cpu" or self.config.reservation_set_aside != "in_flight" or getattr(self._slot, "large", False):
+            return
+        if reference.footprint_bytes <= self.config.large_problem_mb << 20:
+            return
+        budget = self.memory_budget()
+        with self._memory_lock:
+            self._large_in_flight += 1
+            self._slot.large = True
+            self._set_aside_for_in_flight(budget)
 
     def _running_alone(self) -> bool:
         return self._alone_level() > 0
@@ -776,8 +808,16 @@ class Evaluator:
         problem = self.problems.get(candidate.problem)
         # Its problem's reference worker is kept while the candidate is in flight (its
         # comparisons, timed outputs and baselines need it again).
-        with self.references.pinned(problem) if problem is not None else contextlib.nullcontext():
-            return self._evaluate_pinned(candidate, compile_only)
+        try:
+            with self.references.pinned(problem) if problem is not None else contextlib.nullcontext():
+                return self._evaluate_pinned(candidate, compile_only)
+        finally:
+            if getattr(self._slot, "large", False):
+                with self._memory_lock:
+                    self._slot.large = False
+                    self._large_in_flight -= 1
+                    if self._memory is not None:
+                        self._set_aside_for_in_flight(self._memory)
 
     def _evaluate_pinned(self, candidate: Candidate, compile_only: bool = False) -> EvalResult:
         started = time.perf_counter()
@@ -810,6 +850,7 @@ class Evaluator:
                 findings.append(Finding("reference_error", f"the problem's reference failed, so nothing can be checked: {reference.error}"))
                 return self._finish(candidate, problem, findings, started, timings=timings)
             self.contention.note_footprint(problem.content_hash, reference.footprint_bytes)
+            self._note_large(reference)
         why_unverified = f"backend {candidate.backend!r} has no trusted kernels (backend_kernels)"
         if info is not None and info.trusted_kernels and runs_here and not compile_only:
             try:

@@ -15,6 +15,11 @@ many times before it blocks everyone behind it (so a large request is delayed a 
 number of times, never starved). The budget is an estimate, so a candidate that runs out
 of GPU memory anyway is evaluated once more with the whole budget to itself.
 
+Candidates of smaller problems reserve nothing: a share of the GPU is set aside for them
+instead (``set_aside``), out of reach of the reservations. The evaluator may shrink it
+while its candidates in flight are of large problems, which reserve what they use
+(``eval.reservation_set_aside``).
+
 Lock order: a reservation is taken before the GPU lock and any worker, never while holding
 them.
 """
@@ -50,10 +55,13 @@ class MemoryBudget:
         is granted at once; on a CPU).
     :param overtakes: how many later requests may be granted before a waiting one (0:
         strictly in order).
+    :param set_aside: bytes of ``capacity`` reservations may not take (the share of
+        candidates that reserve nothing); :meth:`set_aside` changes it.
     """
 
-    def __init__(self, capacity: int, contention: Contention | None = None, overtakes: int = 0):
-        self.capacity = max(0, int(capacity))
+    def __init__(self, capacity: int, contention: Contention | None = None, overtakes: int = 0, set_aside: int = 0):
+        self._total = max(0, int(capacity))
+        self._set_aside = max(0, int(set_aside))
         self.overtakes = max(0, int(overtakes))
         self._contention = contention
         self._condition = threading.Condition()
@@ -75,20 +83,41 @@ class MemoryBudget:
         with self._condition:
             return self._used
 
+    @property
+    def capacity(self) -> int:
+        """The bytes reservations may take now: the whole less what is set aside, never
+        below 1 GiB (0: no budget)."""
+        with self._condition:
+            return self._capacity()
+
+    def _capacity(self) -> int:
+        if self._total <= 0:
+            return 0
+        return max(min(self._total, 1 << 30), self._total - self._set_aside)
+
+    def set_aside(self, nbytes: int) -> None:
+        """Keep ``nbytes`` out of the reservations' reach from now on. Less lets waiting
+        requests go at once; more holds new ones back until the reservations already
+        granted fit again (nothing granted is taken back)."""
+        with self._condition:
+            self._set_aside = max(0, int(nbytes))
+            self._condition.notify_all()
+
     @contextlib.contextmanager
     def reserve(self, nbytes: int) -> Iterator[int]:
         """Hold ``nbytes`` (capped at the capacity) while the block runs; gives the bytes held."""
-        if self.capacity <= 0 or nbytes <= 0:
+        if self._total <= 0 or nbytes <= 0:
             yield 0
             return
-        wanted = min(int(nbytes), self.capacity)
         asked = time.perf_counter()
         with self._condition:
             self._tickets += 1
             entry = [self._tickets, 0]
             self._queue.append(entry)
-            while not self._may_go(entry, wanted):
+            # Capped at the capacity when granted: the set-aside may change while it waits.
+            while not self._may_go(entry, min(int(nbytes), self._capacity())):
                 self._condition.wait()
+            wanted = min(int(nbytes), self._capacity())
             position = self._queue.index(entry)
             for earlier in self._queue[:position]:  # each request passed counts it
                 earlier[1] += 1
@@ -110,7 +139,7 @@ class MemoryBudget:
     def _may_go(self, entry: list[int], wanted: int) -> bool:
         """Whether the waiting ``entry`` may take ``wanted`` bytes now: they fit, and it is
         first in line or every request before it may still be passed."""
-        if self._used + wanted > self.capacity:
+        if self._used + wanted > self._capacity():
             return False
         position = self._queue.index(entry)
         return all(times < self.overtakes for _, times in self._queue[:position])
