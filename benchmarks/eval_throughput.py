@@ -119,7 +119,7 @@ def main() -> None:
                     print(f"    largest peak per request in footprints of its problem (1 GiB a call or more): {evaluator.contention.footprint_ratios()}", flush=True)
                     print(f"    worker requests: {_requests(evaluator.contention.requests())}", flush=True)
                 if len(done) % 10 == 0 or time.perf_counter() - saved[0] > SAVE_EVERY_S:
-                    save({**_summary(number, list(done), time.perf_counter() - started, evaluator, config), "cut": True})
+                    save({**_summary(number, list(done), time.perf_counter() - started, evaluator, config), "memory": _memory(evaluator, reserved), "cut": True})
                     saved[0] = time.perf_counter()
 
             results = evaluator.evaluate(candidates, progress=report)
@@ -148,6 +148,8 @@ def _summary(number: int, results: list, elapsed: float, evaluator, config) -> d
         "candidates_per_minute": round(60 * len(results) / elapsed, 1) if elapsed > 0 else None,
         "verdicts": dict(collections.Counter(r.verdict.value for r in results)),
         "clocks": dict(collections.Counter(r.runtime.clock for r in results if r.runtime)),
+        # Candidates evaluated again after the GPU ran out of memory (the finding says how).
+        "again_alone": sum(any(f.check == "gpu_memory" for f in r.findings) for r in results),
         "locks": evaluator.contention.snapshot(),
         "peak_gib": evaluator.contention.peaks(),
         "peak_footprints": evaluator.contention.footprint_ratios(),
