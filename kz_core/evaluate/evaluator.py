@@ -1540,11 +1540,14 @@ class Evaluator:
                 # Outputs too large to move are compared, and given back, inside the
                 # exclusive hold: a verified candidate is timed without a memory
                 # reservation (_judge_verified), so what they hold must be gone before
-                # any neighbour's GPU work starts again.
+                # any neighbour's GPU work starts again. What that adds to the hold is
+                # recorded as a request of its own (the benchmarks' "worker requests").
+                shared_started = time.perf_counter()
                 if failure is None:
                     for timed in reply["timed_outputs"]:
                         timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call", executor=verified)
                 call_worker(worker, {"op": "release_held" if verified else "release"}, 60, "release")
+                self.contention.record_request("exclusive hold: timed outputs compared and released", time.perf_counter() - shared_started)
         if failure is not None:
             return None, failure
         drift = judge_timed_outputs(

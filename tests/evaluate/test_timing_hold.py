@@ -290,6 +290,9 @@ def test_a_timing_on_unseen_seeds_of_its_own_compares_every_output_on_the_device
         assert timing["share"] is True and timing["unseen"] == list(own)
         assert sorted(compared) == sorted([*seeds, *own])
         assert [request["op"] for request in sent[1:]] == ["release_held"]
+        # What that adds to the exclusive hold, for the benchmarks (not yet broken down in the
+        # fiftieth session's sweep: 78 of the hold's 233 s were not its timing and baseline requests).
+        assert evaluator.contention.requests()["exclusive hold: timed outputs compared and released"]["count"] == 1
 
         # The evaluator's own seeds, outputs on the host: the reply's comparisons are
         # dropped and the wrong outputs found.
@@ -297,4 +300,5 @@ def test_a_timing_on_unseen_seeds_of_its_own_compares_every_output_on_the_device
         compared.clear()
         reply, failure = evaluator._time_candidate(None, problems[0], on_host, evaluator._timing, [], verified=True)
         assert sent[0]["share"] is False and not compared
+        assert evaluator.contention.requests()["exclusive hold: timed outputs compared and released"]["count"] == 1  # nothing shared
         assert failure is not None and failure.check == "state_drift", failure
