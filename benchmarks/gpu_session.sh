@@ -153,6 +153,9 @@ grpo_ids() {  # the problems `select` kept, when it ran (else KZ_GRPO_IDS, else 
   fi
 }
 
+# Config overrides for the evaluation stages (throughput, sweep), space-separated.
+EVAL_SETS=(); for item in ${KZ_EVAL_SET:-}; do EVAL_SETS+=(--set "$item"); done
+
 MONITORS=()
 monitor_start() {  # monitor_start TAG: the GPU's and the host's load, once a second, beside a stage (what
   # bounds it: the GPU's SMs or memory, the host's cores, or neither), and which process holds
@@ -200,19 +203,17 @@ for what in "$@"; do
       stage timing_spread timeout "${KZ_SPREAD_S:-80}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --methods graph --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
     throughput)  # eval_throughput alone, cold (its own cache folder): KZ_EVAL_WORKERS, KZ_EVAL_LIMIT, KZ_EVAL_PASSES, KZ_EVAL_IDS (e.g. 19-32: activations),
       # KZ_EVAL_SET (config overrides, space-separated, e.g. "eval.reservation_footprints=3 eval.reservation_overtakes=8"), KZ_EVAL_TAG (names the log)
-      sets=(); for item in ${KZ_EVAL_SET:-}; do sets+=(--set "$item"); done
       tag="w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}"
       monitor_start "$tag"
-      KZ_CACHE_DIR=$(mktemp -d) stage "throughput_w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}" timeout "${KZ_EVAL_S:-300}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
+      KZ_CACHE_DIR=$(mktemp -d) stage "throughput_$tag" timeout "${KZ_EVAL_S:-300}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --level 1 --limit "${KZ_EVAL_LIMIT:-100}" ${KZ_EVAL_IDS:+--ids "$KZ_EVAL_IDS"} --device cuda --workers "${KZ_EVAL_WORKERS:-4}" --passes "${KZ_EVAL_PASSES:-1}" \
-        "${sets[@]}" --out "$OUT/throughput_w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}.json"
+        "${EVAL_SETS[@]}" --out "$OUT/throughput_$tag.json"
       monitor_stop "$tag" ;;
     sweep)  # issue 19's sweep: KernelBench levels 1-3, 8 candidates per problem, cold (KZ_EVAL_SET: config overrides, as for throughput)
-      sets=(); for item in ${KZ_EVAL_SET:-}; do sets+=(--set "$item"); done
       monitor_start sweep
       KZ_CACHE_DIR=$(mktemp -d) stage sweep timeout "${KZ_SWEEP_S:-590}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --levels "${KZ_SWEEP_LEVELS:-1,2,3}" --samples "${KZ_SWEEP_SAMPLES:-8}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 \
-        "${sets[@]}" --out "$OUT/sweep.json"
+        "${EVAL_SETS[@]}" --out "$OUT/sweep.json"
       monitor_stop sweep ;;
     published)  # every KernelBench level 2 and 3 problem once at published sizes, its reference as its candidate
       # (the forty-fourth session: 150 of 150 correct on an H100, in two calls: KZ_PUBLISHED_IDS picks some)

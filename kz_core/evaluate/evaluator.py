@@ -287,10 +287,9 @@ class Evaluator:
         self._host = SharedExclusiveLock()
         self._memory: MemoryBudget | None = None
         self._memory_lock = threading.Lock()
-        # Candidates in flight of problems that reserve GPU memory, and what one candidate
-        # worker's share of the memory set aside for the others is (_set_aside_for_in_flight).
+        # Candidates in flight of problems that reserve GPU memory (_set_aside_for_in_flight),
+        # and whether this thread's is one.
         self._large_in_flight = 0
-        self._set_aside_share = 0
         self._slot = threading.local()
         # Set in a thread evaluating a candidate again after the GPU ran out of memory:
         # its reservations take the whole budget.
@@ -443,12 +442,11 @@ class Evaluator:
                     processes = sum(pool.size for pool in pools)
                     # Calls below eval.large_problem_mb reserve nothing: each worker may have
                     # a candidate's worth of them on the GPU without asking.
-                    unreserved = int(self._candidate_pool.size * self.config.reservation_footprints * (int(self.config.large_problem_mb) << 20))
+                    unreserved = self._candidate_pool.size * self._set_aside_share()
                     # The memory free when the first worker started (another process, such as
                     # kz train's policy on the same GPU, may hold some), else the total.
                     total = int(identity.get("memory_free_bytes") or identity.get("memory_bytes", 0))
                     capacity = budget_bytes(total, processes) if total else 0
-                    self._set_aside_share = unreserved // max(1, self._candidate_pool.size)
                 self._memory = MemoryBudget(capacity, self.contention, overtakes=int(self.config.reservation_overtakes), set_aside=unreserved)
                 self._set_aside_for_in_flight(self._memory)
             return self._memory
@@ -462,14 +460,22 @@ class Evaluator:
         if self.config.reservation_set_aside != "in_flight" or not budget.capacity:
             return
         workers, slots = self._candidate_pool.size, self._executor_pool.size
-        budget.set_aside(max(0, min(workers, slots - self._large_in_flight)) * self._set_aside_share)
+        budget.set_aside(max(0, min(workers, slots - self._large_in_flight)) * self._set_aside_share())
+
+    def _set_aside_share(self) -> int:
+        """The GPU memory set aside for one candidate worker's candidates that reserve
+        nothing: ``eval.reservation_footprints`` footprints of ``eval.large_problem_mb``."""
+        return int(self.config.reservation_footprints * (int(self.config.large_problem_mb) << 20))
+
+    def _is_large(self, reference: ReferenceRecord) -> bool:
+        """Whether a candidate of this problem reserves GPU memory (:meth:`_reservation`):
+        one call's inputs and outputs above ``eval.large_problem_mb``."""
+        return reference.footprint_bytes > self.config.large_problem_mb << 20
 
     def _note_large(self, reference: ReferenceRecord) -> None:
         """A candidate in flight, in this thread, of a problem that reserves GPU memory
         (:meth:`_reservation`): the set-aside shrinks until :meth:`_evaluate` ends."""
-        if self.device == "cpu" or self.config.reservation_set_aside != "in_flight" or getattr(self._slot, "large", False):
-            return
-        if reference.footprint_bytes <= self.config.large_problem_mb << 20:
+        if self.device == "cpu" or self.config.reservation_set_aside != "in_flight" or getattr(self._slot, "large", False) or not self._is_large(reference):
             return
         budget = self.memory_budget()
         with self._memory_lock:
@@ -522,7 +528,7 @@ class Evaluator:
             return contextlib.nullcontext(0)
         if self._running_alone():
             return self._alone_turn()
-        if reference.footprint_bytes <= self.config.large_problem_mb << 20:
+        if not self._is_large(reference):
             return contextlib.nullcontext(0)
         return self.memory_budget().reserve(int(self.config.reservation_footprints * reference.footprint_bytes))
 

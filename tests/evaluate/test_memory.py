@@ -173,7 +173,8 @@ def test_with_in_flight_set_aside_a_large_problems_candidate_frees_a_share_while
     small = ReferenceRecord(trials={1: {"input_bytes": 1 << 20, "output_meta": []}})
     with Evaluator([Problem("p", "x = 1")], config) as evaluator:
         budget = MemoryBudget(100 << 30, set_aside=2 * share)
-        evaluator.device, evaluator._memory, evaluator._set_aside_share = "cuda:0", budget, share  # as on a GPU, without one
+        evaluator.device, evaluator._memory = "cuda:0", budget  # as on a GPU, without one
+        assert evaluator._set_aside_share() == share
         seen: list[int] = []
         release = threading.Event()
 
