@@ -293,6 +293,14 @@ class EvalConfig:
     # shares were 12.9 GB of a 40.5 GB budget (KernelBench level 1 at 16.0 candidates/min
     # with 8 workers, 20.6 with 4; docs/benchmarks.md, fiftieth session).
     reservation_set_aside: str = "workers"
+    # On a GPU, where a verified candidate's timed outputs too large to move (above
+    # eval.transfer_limit_mb) are compared with the reference's: "in_hold", inside the
+    # exclusive timing hold, while every other candidate's GPU work waits; "after_hold",
+    # after it, with the GPU held shared and a memory reservation for what they hold
+    # (granted at once or not at all: not granted, they are compared in the hold). The
+    # hold is the sweep's serial resource: 233 s of its 510 s on an H100, of which its
+    # timing and baseline requests took 155 s (docs/benchmarks.md, fiftieth session).
+    timed_outputs_compared: str = "in_hold"
 
 
 @dataclass
@@ -697,6 +705,7 @@ RULES: dict[str, dict[str, Any]] = {
         "reservation_footprints": _positive,
         "reservation_overtakes": _at_least(0),
         "reservation_set_aside": _one_of("workers", "in_flight"),
+        "timed_outputs_compared": _one_of("in_hold", "after_hold"),
     },
     "reward": {"speed_baseline": _one_of("eager", "compile")},
     "coevolve": {

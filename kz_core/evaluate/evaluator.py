@@ -1244,7 +1244,8 @@ class Evaluator:
             its GPU work (and given back the memory it used, as workers do after each
             request) before it starts, and none starts until it ends, so no neighbour's
             work needs the memory meanwhile; the comparisons of outputs too large to move
-            are made inside that hold (``_time_candidate``). Held on, the reservation sat
+            are made inside that hold (``_time_candidate``), or after it under a
+            reservation of their own (``_compare_after_hold``). Held on, the reservation sat
             idle while the candidate waited for the lock and was timed: on an H100, large
             problems' reservations were waited for 657 s and held 688 s in a run of 379
             s (KernelBench level 1, fortieth session).
@@ -1397,7 +1398,8 @@ class Evaluator:
 
         The baselines are timed in the candidate's exclusive hold of the GPU, right after
         its timing reply (before its timed outputs are judged; those too large to move are
-        compared on the device in the same hold, after the baselines): each
+        compared on the device in the same hold, after the baselines, or after the hold
+        with ``eval.timed_outputs_compared=after_hold``): each
         exclusive take first waits for every shared holder to finish (their compiles,
         trials, references), and no new one starts meanwhile. On the H200 (nineteenth
         session, KernelBench level 1) the 199 takes of 100 candidates waited 440 s for
@@ -1531,29 +1533,33 @@ class Evaluator:
             # that memoises what it computed for the repeated timing inputs shows it there.
             "unseen": list(unseen),
         }
-        with self._gpu.exclusive():
-            # Only an executor's (trusted) failed reply may name its finding.
-            reply, failure = (_executor_call if verified else call_worker)(worker, request, self.config.run_timeout_s, "timing")
-            if then is not None and failure is None and reply is not None:
-                then(reply)
-            if failure is not None or reply is None:
-                return reply, failure
-            try:
-                reply = validate_timed(reply, set(self.seeds.timing), frozenset(request["unseen"]))
-            except ReplyError as exc:
-                failure = Finding("runtime_error", f"the timing reply is malformed: {exc}")
-            if share:
-                # Outputs too large to move are compared, and given back, inside the
-                # exclusive hold: a verified candidate is timed without a memory
-                # reservation (_judge_verified), so what they hold must be gone before
-                # any neighbour's GPU work starts again. What that adds to the hold is
-                # recorded as a request of its own (the benchmarks' "worker requests").
-                shared_started = time.perf_counter()
-                if failure is None:
-                    for timed in reply["timed_outputs"]:
-                        timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call", executor=verified)
-                call_worker(worker, {"op": "release_held" if verified else "release"}, 60, "release")
-                self.contention.record_request("exclusive hold: timed outputs compared and released", time.perf_counter() - shared_started)
+        with contextlib.ExitStack() as after:
+            with self._gpu.exclusive():
+                # Only an executor's (trusted) failed reply may name its finding.
+                reply, failure = (_executor_call if verified else call_worker)(worker, request, self.config.run_timeout_s, "timing")
+                if then is not None and failure is None and reply is not None:
+                    then(reply)
+                if failure is not None or reply is None:
+                    return reply, failure
+                try:
+                    reply = validate_timed(reply, set(self.seeds.timing), frozenset(request["unseen"]))
+                except ReplyError as exc:
+                    failure = Finding("runtime_error", f"the timing reply is malformed: {exc}")
+                deferred = share and failure is None and verified and self._compare_after_hold(reference, reply, after)
+                if share and not deferred:
+                    # Outputs too large to move are compared, and given back, inside the
+                    # exclusive hold: a verified candidate is timed without a memory
+                    # reservation (_judge_verified), so what they hold must be gone before
+                    # any neighbour's GPU work starts again, unless a reservation for them
+                    # was granted (_compare_after_hold). What that adds to the hold is
+                    # recorded as a request of its own (the benchmarks' "worker requests").
+                    self._compare_timed(worker, problem, reply if failure is None else None, verified, "exclusive hold: timed outputs compared and released")
+            if deferred:
+                # After the hold, with the reservation: the next candidate's timing may run
+                # meanwhile, while this executor, which runs nothing until its next
+                # request, keeps the outputs where they lie.
+                with self._gpu.shared():
+                    self._compare_timed(worker, problem, reply, verified, "after the hold: timed outputs compared and released")
         if failure is not None:
             return None, failure
         drift = judge_timed_outputs(
@@ -1581,6 +1587,39 @@ class Evaluator:
             if not any(f.check == "torch_compute_in_forward" for f in findings):
                 findings.append(Finding("torch_compute_in_forward", message, Severity.WARNING))
         return reply, None
+
+    def _compare_timed(self, worker: WorkerProcess, problem: Problem, reply: dict[str, Any] | None, verified: bool, record: str) -> None:
+        """Compare the timed outputs a timing reply shared (none when ``reply`` is None)
+        with the reference's, on the device, then have the worker give them back; the time
+        both took is recorded as a request named ``record``."""
+        started = time.perf_counter()
+        for timed in reply["timed_outputs"] if reply is not None else ():
+            timed["comparison"] = self.references.compare_on_device(problem, timed, None, "a timed call", executor=verified)
+        call_worker(worker, {"op": "release_held" if verified else "release"}, 60, "release")
+        self.contention.record_request(record, time.perf_counter() - started)
+
+    def _compare_after_hold(self, reference: ReferenceRecord, reply: dict[str, Any], after: contextlib.ExitStack) -> bool:
+        """Whether a verified candidate's timed outputs, shared by its executor, may be
+        compared after the exclusive hold (``eval.timed_outputs_compared=after_hold``):
+        then the GPU memory they hold, and the reference's call that they are compared
+        with, is reserved now, entered on ``after``. Only if granted at once: called in the
+        hold, this must not wait (the lock order: a reservation before the GPU lock).
+        Never for a candidate evaluated again alone, which keeps its turn to the end.
+
+        The executor runs nothing between requests, so what it shared cannot change
+        before it is compared. A problem below ``eval.large_problem_mb`` reserves nothing
+        here, as in its trials: its candidate's share of the set-aside covers it."""
+        if self.config.timed_outputs_compared != "after_hold" or self._running_alone():
+            return False
+        if not self._is_large(reference):
+            return True
+        trial = reference.trials[self.seeds.timing[0]]
+        held = len(reply["timed_outputs"]) * sum(meta["nbytes"] for meta in trial["output_meta"])
+        granted = self.memory_budget().reserve_now(held + reference.footprint_bytes)
+        if granted is None:
+            return False
+        after.enter_context(granted)
+        return True
 
     def _rewarded_runtime(self, runtime: RuntimeStats, findings: list[Finding]) -> RuntimeStats:
         """The time a candidate is paid for: its time on unseen inputs where that is slower

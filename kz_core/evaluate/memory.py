@@ -124,6 +124,31 @@ class MemoryBudget:
             del self._queue[position]
             self._used += wanted
             self._condition.notify_all()  # the next in line may fit as well
+        with self._granted(wanted, time.perf_counter() - asked) as held:
+            yield held
+
+    def reserve_now(self, nbytes: int) -> contextlib.AbstractContextManager[int] | None:
+        """``nbytes`` (capped at the capacity) held while the block runs, if they can be
+        granted at once, as :meth:`reserve` would grant them (they fit, and every request
+        waiting may be passed); else None, having waited for nothing. It never waits, so a
+        caller may ask while it holds a GPU lock or a worker (where :meth:`reserve`, which
+        waits, must not be called: the module's lock order). The bytes count as held from
+        the grant: the caller enters what it gets at once, which gives them back at the
+        block's end."""
+        if self._total <= 0 or nbytes <= 0:
+            return contextlib.nullcontext(0)
+        with self._condition:
+            wanted = min(int(nbytes), self._capacity())
+            if self._used + wanted > self._capacity() or any(times >= self.overtakes for _, times in self._queue):
+                return None
+            for earlier in self._queue:
+                earlier[1] += 1
+            self._used += wanted
+        return self._granted(wanted, 0.0)
+
+    @contextlib.contextmanager
+    def _granted(self, wanted: int, waited: float) -> Iterator[int]:
+        """Hold ``wanted`` bytes, already counted as used, while the block runs."""
         got = time.perf_counter()
         try:
             yield wanted
@@ -134,7 +159,7 @@ class MemoryBudget:
                 self._byte_seconds += wanted * held
                 self._condition.notify_all()
             if self._contention is not None:
-                self._contention.record("gpu memory", got - asked, held)
+                self._contention.record("gpu memory", waited, held)
 
     def _may_go(self, entry: list[int], wanted: int) -> bool:
         """Whether the waiting ``entry`` may take ``wanted`` bytes now: they fit, and it is

@@ -352,6 +352,54 @@ def test_reservation_settings_are_checked():
         load_config(None, ["eval.reservation_overtakes=-1"])
     with pytest.raises(ConfigError, match="reservation_set_aside.*in_flight"):
         load_config(None, ["eval.reservation_set_aside=none"])
+    with pytest.raises(ConfigError, match="timed_outputs_compared.*after_hold"):
+        load_config(None, ["eval.timed_outputs_compared=later"])
+
+
+def test_a_reservation_granted_now_or_not_at_all_never_waits_and_never_passes_a_waiting_request():
+    """``reserve_now``, asked inside the exclusive timing hold (where waiting for memory
+    could deadlock, the lock order being the reservation first): granted only as
+    ``reserve`` would grant it at once, else None at once."""
+    contention = Contention()
+    budget = MemoryBudget(100, contention)
+    granted = budget.reserve_now(60)
+    assert granted is not None and budget.used == 60  # counted when granted
+    with granted as held:
+        assert held == 60
+        assert budget.reserve_now(50) is None  # does not fit: no wait
+        assert budget.used == 60
+        with budget.reserve_now(30) as small:
+            assert small == 30 and budget.used == 90
+    assert budget.used == 0 and contention.snapshot()["gpu memory"]["taken"] == 2
+    with budget.reserve_now(500) as capped:  # capped at the capacity, as reserve does
+        assert capped == 100
+    with MemoryBudget(0).reserve_now(1 << 40) as held:  # no budget
+        assert held == 0
+
+    # A request waiting in line is not passed (first come, first served) ...
+    first = budget.reserve(80)
+    first.__enter__()
+    waiting_started = threading.Event()
+    done = threading.Event()
+
+    def wait_in_line() -> None:
+        waiting_started.set()
+        with budget.reserve(50):
+            done.set()
+
+    waiter = threading.Thread(target=wait_in_line)
+    waiter.start()
+    waiting_started.wait(30)
+    _eventually(lambda: len(budget._queue) == 1)
+    assert budget.reserve_now(10) is None  # it would fit, but the one waiting came first
+    # ... unless it may be passed (eval.reservation_overtakes), which counts as a pass.
+    budget.overtakes = 1
+    with budget.reserve_now(10) as held:
+        assert held == 10 and budget._queue[0][1] == 1
+        assert budget.reserve_now(5) is None  # passed as often as it may be
+    first.__exit__(None, None, None)
+    waiter.join(30)
+    assert done.is_set() and budget.used == 0
 
 
 def test_a_request_larger_than_the_budget_runs_alone():

@@ -18,6 +18,15 @@ from kz_core.model import Finding, RuntimeStats, Severity
 from .conftest import eval_config
 
 
+def _eventually(condition, seconds: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
 def _stats(clock: str, median_ms: float, unseen: bool = False) -> RuntimeStats:
     return RuntimeStats(median_ms=median_ms, iqr_ms=0.01, min_ms=median_ms, trials=10, clock=clock, unseen_ms=median_ms if unseen else None)
 
@@ -302,3 +311,141 @@ def test_a_timing_on_unseen_seeds_of_its_own_compares_every_output_on_the_device
         assert sent[0]["share"] is False and not compared
         assert evaluator.contention.requests()["exclusive hold: timed outputs compared and released"]["count"] == 1  # nothing shared
         assert failure is not None and failure.check == "state_drift", failure
+
+
+@pytest.mark.parametrize("budget_left", ["granted", "full"])
+def test_with_after_hold_a_large_problems_timed_outputs_are_compared_after_the_exclusive_hold_with_memory_reserved(monkeypatch, example_problems, budget_left):
+    """``eval.timed_outputs_compared=after_hold``: a verified candidate's timed outputs too
+    large to move are compared once the exclusive hold is over, with the GPU held shared
+    and the memory they and the reference's call hold reserved (granted at once, asked in
+    the hold); a budget that cannot grant it at once has them compared in the hold, as
+    before. Written against the version where they were always compared in the hold (in
+    the fiftieth session's sweep on an H100, the hold took 233 of its 510 s, 78 s of it
+    not its timing and baseline requests). A wrong output compared after the hold is
+    still the candidate's failure."""
+    import threading
+
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate import evaluator as evaluator_module
+    from kz_core.evaluate.memory import MemoryBudget
+    from kz_core.serialization import to_json_dict
+
+    gib = 1 << 30
+    problems = [p for p in example_problems if p.name == "1_vector_add"]
+    with Evaluator(problems, eval_config("eval.timing_method=graph", "eval.timed_outputs_compared=after_hold")) as evaluator:
+        evaluator.device, evaluator._memory = "cuda:0", MemoryBudget(100 * gib)  # as on a GPU, without one
+        seeds = [*evaluator.seeds.timing, *evaluator.seeds.unseen]
+        trial = {"structure": "tensor", "outputs": [None], "input_bytes": 2 * gib, "output_meta": [{"nbytes": gib, "type": "Tensor"}], "on_device": True}
+        large = ReferenceRecord(trials={seed: trial for seed in seeds}, on_device=True)
+        expected_reservation = len(seeds) * gib + 3 * gib  # the timed outputs, and the reference's call
+        full = evaluator._memory.reserve(100 * gib - expected_reservation + 1) if budget_left == "full" else None
+        if full is not None:
+            full.__enter__()
+        sent: list[tuple[str, bool]] = []
+        compared: list[tuple[int, bool, int, int]] = []
+        wrong: set[int] = set()
+
+        def call_worker(worker, request, timeout, stage):
+            sent.append((request["op"], evaluator._gpu.held_exclusive()))
+            if request["op"] != "time_plan":
+                return {"ok": True}, None
+            assert request["share"] is True
+            stats = RuntimeStats(median_ms=1.0, iqr_ms=0.01, min_ms=1.0, trials=10, clock=GRAPH_CLOCK, unseen_ms=1.0)
+            entries = [{"seed": seed, "structure": "tensor", "outputs": [None], "shared": [{"handle": "forged"}]} for seed in seeds]
+            return {"stats": to_json_dict(stats), "timed_outputs": entries}, None
+
+        def compare_on_device(problem, record, overrides, label, executor=False):
+            compared.append((record["seed"], evaluator._gpu.held_exclusive(), evaluator._gpu._shared, evaluator._memory.used))
+            findings = [to_json_dict(Finding("mismatch", "wrong"))] if record["seed"] in wrong else []
+            return {"findings": findings, "max_abs_error": 0.0, "max_rel_error": 0.0}
+
+        monkeypatch.setattr(evaluator_module, "call_worker", call_worker)
+        monkeypatch.setattr(evaluator_module, "_executor_call", call_worker)
+        monkeypatch.setattr(evaluator.references, "compare_on_device", compare_on_device)
+        before = evaluator._memory.used
+        reply, failure = evaluator._time_candidate(None, problems[0], large, evaluator._timing, [], verified=True)
+        assert failure is None, failure
+        assert sorted(seed for seed, *_ in compared) == sorted(seeds)
+        assert sent[0] == ("time_plan", True)
+        requests = evaluator.contention.requests()
+        if budget_left == "granted":
+            # Every comparison outside the hold, the GPU held shared, the memory reserved.
+            assert all(not exclusive and shared == 1 and used == before + expected_reservation for _, exclusive, shared, used in compared)
+            assert sent[1:] == [("release_held", False)]
+            assert requests["after the hold: timed outputs compared and released"]["count"] == 1
+            assert "exclusive hold: timed outputs compared and released" not in requests
+        else:
+            assert all(exclusive and used == before for _, exclusive, _shared, used in compared)
+            assert sent[1:] == [("release_held", True)]
+            assert requests["exclusive hold: timed outputs compared and released"]["count"] == 1
+        assert evaluator._memory.used == before and not evaluator._gpu.held_exclusive() and evaluator._gpu._shared == 0
+
+        # A neighbour's timing waiting when the hold ends goes before these comparisons.
+        if budget_left == "granted":
+            events: list[str] = []
+
+            def neighbour() -> None:
+                with evaluator._gpu.exclusive():
+                    events.append("the neighbour timed")
+
+            def time_plan_with_a_neighbour_waiting(worker, request, timeout, stage):
+                if request["op"] == "time_plan":
+                    other.start()
+                    _eventually(lambda: evaluator._gpu._waiting_exclusive == 1)
+                return call_worker(worker, request, timeout, stage)
+
+            def compare_after(problem, record, overrides, label, executor=False):
+                events.append("compared")
+                return compare_on_device(problem, record, overrides, label, executor)
+
+            other = threading.Thread(target=neighbour)
+            monkeypatch.setattr(evaluator_module, "_executor_call", time_plan_with_a_neighbour_waiting)
+            monkeypatch.setattr(evaluator.references, "compare_on_device", compare_after)
+            _, failure = evaluator._time_candidate(None, problems[0], large, evaluator._timing, [], verified=True)
+            other.join(30)
+            assert failure is None and events == ["the neighbour timed", *["compared"] * len(seeds)], events
+            monkeypatch.setattr(evaluator_module, "_executor_call", call_worker)
+            monkeypatch.setattr(evaluator.references, "compare_on_device", compare_on_device)
+
+        # A wrong timed output compared after the hold is still found.
+        wrong.add(evaluator.seeds.unseen[0])
+        _, failure = evaluator._time_candidate(None, problems[0], large, evaluator._timing, [], verified=True)
+        assert failure is not None and failure.check == "state_drift" and "wrong" in failure.message, failure
+        if full is not None:
+            full.__exit__(None, None, None)
+
+
+def test_by_default_and_for_a_candidate_s_own_process_timed_outputs_are_compared_in_the_exclusive_hold(monkeypatch, example_problems):
+    """``in_hold`` (the default) and any timing by a candidate's own process (whose outputs
+    it could change while it waited) compare in the hold, whatever the budget."""
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate import evaluator as evaluator_module
+    from kz_core.evaluate.memory import MemoryBudget
+    from kz_core.serialization import to_json_dict
+
+    gib = 1 << 30
+    problems = [p for p in example_problems if p.name == "1_vector_add"]
+    for overrides, verified in (((), True), (("eval.timed_outputs_compared=after_hold",), False)):
+        with Evaluator(problems, eval_config("eval.timing_method=graph", *overrides)) as evaluator:
+            evaluator.device, evaluator._memory = "cuda:0", MemoryBudget(100 * gib)
+            seeds = [*evaluator.seeds.timing, *evaluator.seeds.unseen]
+            trial = {"structure": "tensor", "outputs": [None], "input_bytes": 2 * gib, "output_meta": [{"nbytes": gib, "type": "Tensor"}], "on_device": True}
+            large = ReferenceRecord(trials={seed: trial for seed in seeds}, on_device=True)
+            compared: list[bool] = []
+
+            def call_worker(worker, request, timeout, stage):
+                if request["op"] not in ("time_plan", "time"):
+                    return {"ok": True}, None
+                stats = RuntimeStats(median_ms=1.0, iqr_ms=0.01, min_ms=1.0, trials=10, clock=GRAPH_CLOCK, unseen_ms=1.0)
+                entries = [{"seed": seed, "structure": "tensor", "outputs": [None], "shared": [{"handle": "forged"}]} for seed in seeds]
+                return {"stats": to_json_dict(stats), "timed_outputs": entries}, None
+
+            def compare_on_device(problem, record, overrides, label, executor=False):
+                compared.append(evaluator._gpu.held_exclusive())
+                return {"findings": [], "max_abs_error": 0.0, "max_rel_error": 0.0}
+
+            monkeypatch.setattr(evaluator_module, "call_worker", call_worker)
+            monkeypatch.setattr(evaluator_module, "_executor_call", call_worker)
+            monkeypatch.setattr(evaluator.references, "compare_on_device", compare_on_device)
+            _, failure = evaluator._time_candidate(None, problems[0], large, evaluator._timing, [], verified=verified)
+            assert failure is None and compared == [True] * len(seeds), (overrides, verified, compared)
