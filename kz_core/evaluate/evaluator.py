@@ -170,6 +170,25 @@ def reply_memory_bytes(config: EvalConfig) -> int | None:
     return 1 << 62 if gigabytes < 0 else int(gigabytes * (1 << 30))
 
 
+def executor_spares(device: str) -> int:
+    """Executors kept started beyond the candidates in flight: one on a GPU, where a start
+    (a CUDA context, cuBLAS and cuDNN opened) took 1.85 s a worker in the fifty-first
+    session's sweep on an H100; none on a CPU, where a fork from the zygote is quick."""
+    return 0 if device == "cpu" else 1
+
+
+def executor_slots(device: str, workers: int, in_flight: int) -> int:
+    """The executor pool's size: every candidate in flight holds an executor from its start
+    (``in_flight``, 0: one more than ``workers``), and on a GPU :func:`executor_spares` more
+    are started ahead. Before, there were as many as candidate workers: with 8 workers and
+    9 candidates in flight, one always waited for an executor, and each executor used
+    (once) was started again while a candidate waited for it (647 s of executor waits in a
+    470 s sweep on an H100, fifty-first session). On a CPU it is as before."""
+    if device == "cpu":
+        return max(workers, in_flight)
+    return (in_flight or workers + 1) + executor_spares(device)
+
+
 def _default_workers(device: str) -> int:
     if device == "cpu":
         return max(1, min(8, os.cpu_count() or 1))
@@ -280,7 +299,9 @@ class Evaluator:
             sandboxed = attrs.evolve(sandboxed, max_reply_bytes=min(sandboxed.max_reply_bytes, sandboxed.group_memory_bytes))
         candidate_settings = attrs.evolve(sandboxed, max_reply_bytes=reply_bytes)
         self._candidate_pool = WorkerPool(self.device, "candidate", workers, candidate_settings, zygote=self._zygote)
-        self._executor_pool = WorkerPool(self.device, "executor", max(workers, int(self.config.in_flight)), sandboxed, zygote=self._zygote)
+        self._executor_spares = executor_spares(self.device)
+        executors = executor_slots(self.device, workers, int(self.config.in_flight))
+        self._executor_pool = WorkerPool(self.device, "executor", executors, sandboxed, zygote=self._zygote)
         self._gpu = SharedExclusiveLock(self.contention)
         # Held shared by every candidate's evaluation, exclusive by one evaluated again
         # after the workers together went over their memory limit: it runs alone.
@@ -459,7 +480,7 @@ class Evaluator:
         bound how many may be in flight. Called with ``_memory_lock`` held."""
         if self.config.reservation_set_aside != "in_flight" or not budget.capacity:
             return
-        workers, slots = self._candidate_pool.size, self._executor_pool.size
+        workers, slots = self._candidate_pool.size, self._executor_pool.size - self._executor_spares
         budget.set_aside(max(0, min(workers, slots - self._large_in_flight)) * self._set_aside_share())
 
     def _set_aside_share(self) -> int:

@@ -798,6 +798,50 @@ def test_eval_in_flight_runs_that_many_candidates_at_once_with_one_worker():
             assert most[0] == expected
 
 
+def test_on_a_gpu_every_candidate_in_flight_has_an_executor_and_one_more_is_started_ahead(tmp_path, monkeypatch):
+    """Executors are used once. Written against a pool as large as the candidate workers:
+    with 8 workers and 9 candidates in flight, one always waited for an executor, and each
+    one used was started again (1.85 s on an H100) while a candidate waited for it (647 s
+    of executor waits in a 470 s sweep, fifty-first session). Modelled with workers whose
+    start is slow: a candidate that takes an executor just after another gave one back
+    finds one started; with the old size it waits for a start."""
+    from kz_core.evaluate.evaluator import executor_slots
+    from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool
+
+    assert executor_slots("cuda:0", 8, 0) == 10 and executor_slots("cuda:0", 8, 12) == 13
+    assert executor_slots("cpu", 8, 0) == 8 and executor_slots("cpu", 1, 4) == 4  # as before on a CPU
+    start_s = 0.5
+
+    class Worker:
+        def __init__(self):
+            time.sleep(start_s)  # a start: a CUDA context and the libraries opened
+            self.retired, self.uses, self.binding, self.scratch = False, 0, None, tmp_path / "x"
+
+        def kill(self, *, record=True):
+            self.retired = True
+
+        def discard_scratch(self):
+            pass
+
+    waits = {}
+    for label, size in (("before", 2), ("now", executor_slots("cuda:0", 1, 2))):
+        pool = WorkerPool("cpu", "executor", size, SandboxSettings(scratch_root=tmp_path), single_use=True)
+        monkeypatch.setattr(pool, "_start", lambda: Worker())
+        pool.warm_up()
+        in_use = pool.acquire()
+        in_use.__enter__()  # the other candidate in flight
+        with pool.acquire():  # a candidate evaluated; its executor ends with it
+            pass
+        asked = time.perf_counter()
+        with pool.acquire():  # the next candidate of that thread, at once
+            waits[label] = time.perf_counter() - asked
+        in_use.__exit__(None, None, None)
+        pool._closed = True
+        for thread in pool._starting:
+            thread.join(30)
+    assert waits["before"] >= start_s * 0.5 and waits["now"] < start_s * 0.5, waits
+
+
 def test_a_problem_whose_candidate_needed_the_gpu_to_itself_starts_its_next_ones_there(tmp_path):
     """Written against each candidate finding it out for itself: in a sweep on an H100
     each of the six ``38_L1Norm_`` candidates it reached ran out of GPU memory twice (12
