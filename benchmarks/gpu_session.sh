@@ -209,12 +209,14 @@ for what in "$@"; do
         --level 1 --limit "${KZ_EVAL_LIMIT:-100}" ${KZ_EVAL_IDS:+--ids "$KZ_EVAL_IDS"} --device cuda --workers "${KZ_EVAL_WORKERS:-4}" --passes "${KZ_EVAL_PASSES:-1}" \
         "${EVAL_SETS[@]}" --out "$OUT/throughput_$tag.json"
       monitor_stop "$tag" ;;
-    sweep)  # issue 19's sweep: KernelBench levels 1-3, 8 candidates per problem, cold (KZ_EVAL_SET: config overrides, as for throughput)
-      monitor_start sweep
-      KZ_CACHE_DIR=$(mktemp -d) stage sweep timeout "${KZ_SWEEP_S:-590}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
+    sweep)  # issue 19's sweep: KernelBench levels 1-3, 8 candidates per problem, cold (KZ_EVAL_SET: config overrides, as for throughput;
+      # KZ_SWEEP_TAG names its files, for two sweeps in one call)
+      tag="sweep${KZ_SWEEP_TAG:-}"
+      monitor_start "$tag"
+      KZ_CACHE_DIR=$(mktemp -d) stage "$tag" timeout "${KZ_SWEEP_S:-590}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --levels "${KZ_SWEEP_LEVELS:-1,2,3}" --samples "${KZ_SWEEP_SAMPLES:-8}" --device cuda --workers "${KZ_EVAL_WORKERS:-8}" --passes 1 \
-        "${EVAL_SETS[@]}" --out "$OUT/sweep.json"
-      monitor_stop sweep ;;
+        "${EVAL_SETS[@]}" --out "$OUT/$tag.json"
+      monitor_stop "$tag" ;;
     published)  # every KernelBench level 2 and 3 problem once at published sizes, its reference as its candidate
       # (the forty-fourth session: 150 of 150 correct on an H100, in two calls: KZ_PUBLISHED_IDS picks some)
       KZ_CACHE_DIR=$(mktemp -d) stage published timeout "${KZ_PUBLISHED_S:-560}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \

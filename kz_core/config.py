@@ -139,6 +139,10 @@ class EvalConfig:
     # Candidates in flight at once per device (each takes an executor when it starts, so a
     # candidate waiting for GPU memory leaves the others going); 0: one more than `workers`.
     in_flight: int = 0
+    # On a GPU, executors started ahead beyond one per candidate in flight (each serves one
+    # candidate, and a start there takes about 2 s: a CUDA context, cuBLAS and cuDNN); each
+    # holds a CUDA context (0.6-0.85 GB). None on a CPU, where a start is a quick fork.
+    executor_spares: int = 1
     # Reference worker processes per device (they run reference modules and baselines;
     # candidate code never runs in them). Each serves one problem, so one per candidate
     # worker lets candidates of different problems go on at once; 0: twice `workers` on a
@@ -698,6 +702,7 @@ RULES: dict[str, dict[str, Any]] = {
         "timing_method": _one_of("graph", "events"),
         "workers": _at_least(0),
         "in_flight": _at_least(0),
+        "executor_spares": _at_least(0),
         "reference_workers": _at_least(0),
         "reference_spares": _at_least(1),
         "engine": _one_of("local", "ray"),

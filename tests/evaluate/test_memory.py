@@ -352,6 +352,8 @@ def test_reservation_settings_are_checked():
         load_config(None, ["eval.reservation_overtakes=-1"])
     with pytest.raises(ConfigError, match="reservation_set_aside.*in_flight"):
         load_config(None, ["eval.reservation_set_aside=none"])
+    with pytest.raises(ConfigError, match="executor_spares"):
+        load_config(None, ["eval.executor_spares=-1"])
     with pytest.raises(ConfigError, match="timed_outputs_compared.*after_hold"):
         load_config(None, ["eval.timed_outputs_compared=later"])
 
@@ -808,7 +810,7 @@ def test_on_a_gpu_every_candidate_in_flight_has_an_executor_and_one_more_is_star
     from kz_core.evaluate.evaluator import executor_slots
     from kz_core.evaluate.sandbox import SandboxSettings, WorkerPool
 
-    assert executor_slots("cuda:0", 8, 0) == 10 and executor_slots("cuda:0", 8, 12) == 13
+    assert executor_slots("cuda:0", 8, 0) == 10 and executor_slots("cuda:0", 8, 12) == 13 and executor_slots("cuda:0", 8, 0, spares=0) == 9
     assert executor_slots("cpu", 8, 0) == 8 and executor_slots("cpu", 1, 4) == 4  # as before on a CPU
     start_s = 0.5
 
