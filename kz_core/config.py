@@ -301,9 +301,10 @@ class EvalConfig:
     # eval.transfer_limit_mb) are compared with the reference's: "in_hold", inside the
     # exclusive timing hold, while every other candidate's GPU work waits; "after_hold",
     # after it, with the GPU held shared and a memory reservation for what they hold
-    # (granted at once or not at all: not granted, they are compared in the hold). The
-    # hold is the sweep's serial resource: 233 s of its 510 s on an H100, of which its
-    # timing and baseline requests took 155 s (docs/benchmarks.md, fiftieth session).
+    # (granted at once or not at all: not granted, they are compared in the hold). In the
+    # sweep on an H100 the hold went from 1.06 to 1.03 s a candidate with it, and the
+    # sweep ran 23.0 candidates/min against 23.5: no gain measured, so it is not the
+    # default (docs/benchmarks.md, fifty-first session).
     timed_outputs_compared: str = "in_hold"
 
 
