@@ -139,10 +139,14 @@ class EvalConfig:
     # Candidates in flight at once per device (each takes an executor when it starts, so a
     # candidate waiting for GPU memory leaves the others going); 0: one more than `workers`.
     in_flight: int = 0
-    # On a GPU, executors started ahead beyond one per candidate in flight (each serves one
-    # candidate, and a start there takes about 2 s: a CUDA context, cuBLAS and cuDNN); each
-    # holds a CUDA context (0.6-0.85 GB). None on a CPU, where a start is a quick fork.
-    executor_spares: int = 1
+    # Executors (each serves one candidate, which holds it from its start) beyond
+    # max(workers, in_flight). With 8 workers, 9 candidates are in flight and one waits
+    # for an executor, whose start on a GPU takes about 2 s (a CUDA context, cuBLAS and
+    # cuDNN); 1 ends those waits but puts a ninth candidate on the GPU and a CUDA context
+    # (0.6-0.85 GB) more on it: on an H100 the sweep's first 50 took 166 s with 2 against
+    # 144-157 without, its GPU memory waits rose, and more candidates ran out of memory
+    # (docs/benchmarks.md, fifty-first session).
+    executor_spares: int = 0
     # Reference worker processes per device (they run reference modules and baselines;
     # candidate code never runs in them). Each serves one problem, so one per candidate
     # worker lets candidates of different problems go on at once; 0: twice `workers` on a

@@ -170,17 +170,14 @@ def reply_memory_bytes(config: EvalConfig) -> int | None:
     return 1 << 62 if gigabytes < 0 else int(gigabytes * (1 << 30))
 
 
-def executor_slots(device: str, workers: int, in_flight: int, spares: int = 1) -> int:
-    """The executor pool's size: every candidate in flight holds an executor from its start
-    (``in_flight``, 0: one more than ``workers``), and on a GPU ``spares``
-    (``eval.executor_spares``) more are started ahead, since a start there takes about 2 s.
-    Before, there were as many as candidate workers: with 8 workers and 9 candidates in
-    flight, one always waited for an executor, and each one used (once) was started again
-    while a candidate waited for it (647 s of executor waits in a 470 s sweep on an H100,
-    fifty-first session). On a CPU it is as before."""
-    if device == "cpu":
-        return max(workers, in_flight)
-    return (in_flight or workers + 1) + spares
+def executor_slots(workers: int, in_flight: int, spares: int = 0) -> int:
+    """The executor pool's size: as many as candidate workers or ``eval.in_flight`` when
+    larger, and ``spares`` (``eval.executor_spares``) more, started ahead. Each candidate
+    in flight holds an executor from its start, used once: with 8 workers the ninth
+    candidate in flight waits for one, and on a GPU for a start of about 2 s (647 s of
+    executor waits in a 470 s sweep on an H100, fifty-first session). Spares end those
+    waits, but measured there they did not make the sweep faster (``kz_core.config``)."""
+    return max(workers, in_flight) + spares
 
 
 def _default_workers(device: str) -> int:
@@ -293,8 +290,8 @@ class Evaluator:
             sandboxed = attrs.evolve(sandboxed, max_reply_bytes=min(sandboxed.max_reply_bytes, sandboxed.group_memory_bytes))
         candidate_settings = attrs.evolve(sandboxed, max_reply_bytes=reply_bytes)
         self._candidate_pool = WorkerPool(self.device, "candidate", workers, candidate_settings, zygote=self._zygote)
-        self._executor_spares = 0 if self.device == "cpu" else int(self.config.executor_spares)
-        executors = executor_slots(self.device, workers, int(self.config.in_flight), self._executor_spares)
+        self._executor_spares = int(self.config.executor_spares)
+        executors = executor_slots(workers, int(self.config.in_flight), self._executor_spares)
         self._executor_pool = WorkerPool(self.device, "executor", executors, sandboxed, zygote=self._zygote)
         self._gpu = SharedExclusiveLock(self.contention)
         # Held shared by every candidate's evaluation, exclusive by one evaluated again
