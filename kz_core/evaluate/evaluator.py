@@ -290,8 +290,7 @@ class Evaluator:
             sandboxed = attrs.evolve(sandboxed, max_reply_bytes=min(sandboxed.max_reply_bytes, sandboxed.group_memory_bytes))
         candidate_settings = attrs.evolve(sandboxed, max_reply_bytes=reply_bytes)
         self._candidate_pool = WorkerPool(self.device, "candidate", workers, candidate_settings, zygote=self._zygote)
-        self._executor_spares = int(self.config.executor_spares)
-        executors = executor_slots(workers, int(self.config.in_flight), self._executor_spares)
+        executors = executor_slots(workers, int(self.config.in_flight), int(self.config.executor_spares))
         self._executor_pool = WorkerPool(self.device, "executor", executors, sandboxed, zygote=self._zygote)
         self._gpu = SharedExclusiveLock(self.contention)
         # Held shared by every candidate's evaluation, exclusive by one evaluated again
@@ -471,7 +470,7 @@ class Evaluator:
         bound how many may be in flight. Called with ``_memory_lock`` held."""
         if self.config.reservation_set_aside != "in_flight" or not budget.capacity:
             return
-        workers, slots = self._candidate_pool.size, self._executor_pool.size - self._executor_spares
+        workers, slots = self._candidate_pool.size, self._executor_pool.size - int(self.config.executor_spares)
         budget.set_aside(max(0, min(workers, slots - self._large_in_flight)) * self._set_aside_share())
 
     def _set_aside_share(self) -> int:

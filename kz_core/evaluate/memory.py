@@ -115,14 +115,11 @@ class MemoryBudget:
             entry = [self._tickets, 0]
             self._queue.append(entry)
             # Capped at the capacity when granted: the set-aside may change while it waits.
-            while not self._may_go(entry, min(int(nbytes), self._capacity())):
+            while not self._may_go(self._ahead_of(entry), min(int(nbytes), self._capacity())):
                 self._condition.wait()
             wanted = min(int(nbytes), self._capacity())
-            position = self._queue.index(entry)
-            for earlier in self._queue[:position]:  # each request passed counts it
-                earlier[1] += 1
-            del self._queue[position]
-            self._used += wanted
+            self._take(self._ahead_of(entry), wanted)
+            self._queue.remove(entry)
             self._condition.notify_all()  # the next in line may fit as well
         with self._granted(wanted, time.perf_counter() - asked) as held:
             yield held
@@ -139,11 +136,9 @@ class MemoryBudget:
             return contextlib.nullcontext(0)
         with self._condition:
             wanted = min(int(nbytes), self._capacity())
-            if self._used + wanted > self._capacity() or any(times >= self.overtakes for _, times in self._queue):
+            if not self._may_go(self._queue, wanted):  # behind every request waiting
                 return None
-            for earlier in self._queue:
-                earlier[1] += 1
-            self._used += wanted
+            self._take(self._queue, wanted)
         return self._granted(wanted, 0.0)
 
     @contextlib.contextmanager
@@ -161,13 +156,21 @@ class MemoryBudget:
             if self._contention is not None:
                 self._contention.record("gpu memory", waited, held)
 
-    def _may_go(self, entry: list[int], wanted: int) -> bool:
-        """Whether the waiting ``entry`` may take ``wanted`` bytes now: they fit, and it is
-        first in line or every request before it may still be passed."""
-        if self._used + wanted > self._capacity():
-            return False
-        position = self._queue.index(entry)
-        return all(times < self.overtakes for _, times in self._queue[:position])
+    def _ahead_of(self, entry: list[int]) -> list[list[int]]:
+        """The requests waiting in line before ``entry``."""
+        return self._queue[: self._queue.index(entry)]
+
+    def _may_go(self, ahead: list[list[int]], wanted: int) -> bool:
+        """Whether a request behind ``ahead`` may take ``wanted`` bytes now: they fit, and
+        it is first in line or every request before it may still be passed."""
+        return self._used + wanted <= self._capacity() and all(times < self.overtakes for _, times in ahead)
+
+    def _take(self, ahead: list[list[int]], wanted: int) -> None:
+        """Count ``wanted`` bytes as used by a request granted before ``ahead``, each of
+        which it passed (a pass counts against a request's ``overtakes``)."""
+        for earlier in ahead:
+            earlier[1] += 1
+        self._used += wanted
 
 
 def budget_bytes(total_bytes: int, processes: int) -> int:

@@ -16,15 +16,7 @@ from kz_core.evaluate.timing import GRAPH_CLOCK
 from kz_core.model import Finding, RuntimeStats, Severity
 
 from .conftest import eval_config
-
-
-def _eventually(condition, seconds: float = 30.0) -> None:
-    import time
-
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
+from .test_memory import _eventually
 
 
 def _stats(clock: str, median_ms: float, unseen: bool = False) -> RuntimeStats:
