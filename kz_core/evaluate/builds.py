@@ -10,14 +10,17 @@ could plant a library for another candidate's sources). Instead:
    arguments and the toolchain's identity. When it is missing, the backend calls
    :func:`defer` instead of building: the import fails and the load's reply lists the
    deferred builds (data: the backend's name and the build's arguments).
-2. The evaluator (``Evaluator._resolve_builds``) has each deferred build made by a
+2. The evaluator (``Evaluator._build_deferred``) has each deferred build made by a
    *builder*: a fresh candidate worker that has run no candidate code. It first reports
    the toolchain's identity, then builds the arguments into its scratch folder with the
    backend's ``BackendInfo.builder`` function; the evaluator computes the key itself and
    moves the folder into the shared folder under it (only plain files and folders; the
    build's own record names its library relative to the folder). Whatever the arguments
    make the compiler do, it lands under the key of exactly those arguments.
-3. The candidate is loaded again, in a fresh worker, and finds its builds.
+3. The candidate is loaded again, in a fresh worker, and finds its builds. The builds are
+   made with nothing of the GPU held (``Evaluator._evaluate_verified``: the deferring
+   worker is ended and the GPU lock and memory reservation given back first); a backend
+   without trusted kernels loads again in its own worker, which holds no GPU lock.
 
 A re-run, or another candidate with the same sources and flags, builds nothing.
 """

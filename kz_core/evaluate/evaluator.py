@@ -935,15 +935,36 @@ class Evaluator:
     def _load(self, worker: WorkerProcess, candidate: Candidate, problem: Problem) -> tuple[dict[str, Any] | None, Finding | None]:
         """Load ``candidate`` in a candidate worker: ``(reply, None)`` when it loaded;
         ``(reply, finding)`` when it did not compile (the worker is clean); ``(None,
-        finding)`` when the call failed or the reply is malformed (the worker is not)."""
-        request = {"op": "load", "candidate": attrs.asdict(candidate), "problem": problem_payload(problem), "init_seed": self.seeds.init}
-        deferred_count, build_started = 0, time.perf_counter()
+        finding)`` when the call failed or the reply is malformed (the worker is not).
+        The builds it defers are made here and it loads again in the same worker: the
+        path of a backend without trusted kernels, which holds no GPU lock while it loads
+        (a verified candidate's builds are made with nothing held: :meth:`_evaluate_verified`)."""
         made: set[str] = set()
+        count, started = 0, time.perf_counter()
         for _ in range(MAX_BUILD_ROUNDS):
-            reply, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile")
-            deferred = reply.get("deferred_builds") if isinstance(reply, dict) else None
-            if not deferred:
-                break
+            reply, failure, deferred = self._load_once(worker, candidate, problem, made)
+            if deferred is None:
+                if reply is not None and failure is None and count:
+                    reply["notes"].append(_build_note(count, time.perf_counter() - started))
+                return reply, failure
+            built = self._build_deferred(deferred)
+            if built is not None:
+                return None, built
+            made.update(_entry_key(entry) for entry in deferred if isinstance(entry, dict))
+            count += len(deferred)
+        return None, _deferred_too_often()
+
+    def _load_once(
+        self, worker: WorkerProcess, candidate: Candidate, problem: Problem, made: set[str]
+    ) -> tuple[dict[str, Any] | None, Finding | None, list[Any] | None]:
+        """One load request: :meth:`_load`'s ``(reply, finding)`` and None; or ``(None,
+        None, entries)``: the builds the load deferred to kz's trusted builder, to be made
+        before it loads again. A build deferred again once made (``made``: their
+        :func:`_entry_key`) is ``not_run``: the worker did not find what the builder made."""
+        request = {"op": "load", "candidate": attrs.asdict(candidate), "problem": problem_payload(problem), "init_seed": self.seeds.init}
+        reply, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile")
+        deferred = reply.get("deferred_builds") if isinstance(reply, dict) else None
+        if deferred:
             # The same build asked for again once it was made: the worker did not find what
             # the builder made (the two saw different toolchains), not the candidate's fault.
             again = [entry for entry in deferred if isinstance(entry, dict) and not entry.get("optional") and _entry_key(entry) in made]
@@ -952,26 +973,15 @@ class Evaluator:
                     "not_run",
                     f"kz's builder made the {again[0].get('backend')} build this candidate deferred, but its worker did not find it: the two "
                     "processes described the toolchain differently (e.g. nvcc did not answer in one of them); not the candidate's fault, evaluate it again",
-                )
-            # Builds the candidate's backend defers to kz's trusted builder (shared between
-            # candidates: kz_core/evaluate/builds.py); then the same candidate loads again.
-            built = self._build_deferred(deferred)
-            if built is not None:
-                return None, built
-            made.update(_entry_key(entry) for entry in deferred if isinstance(entry, dict))
-            deferred_count += len(deferred)
-        else:
-            return None, Finding("compile_error", f"the candidate deferred builds in {MAX_BUILD_ROUNDS} loads in a row and never loaded")
+                ), None
+            return None, None, deferred
         if failure is not None or reply is None:
-            return None, failure
+            return None, failure, None
         try:
             reply = validate_load(reply)
         except ReplyError as exc:
-            return None, Finding("runtime_error", f"the candidate's reply is malformed: {exc}")
-        if deferred_count:
-            seconds = time.perf_counter() - build_started
-            reply["notes"].append(f"kz's trusted builder made {deferred_count} build(s) this candidate deferred, in {seconds:.1f} s, now shared")
-        return reply, (self._load_failure(reply) if reply["failure"] else None)
+            return None, Finding("runtime_error", f"the candidate's reply is malformed: {exc}"), None
+        return reply, (self._load_failure(reply) if reply["failure"] else None), None
 
     def _build_deferred(self, entries: Any) -> Finding | None:
         """Have kz's trusted builder make each deferred build and share it; a finding when
@@ -1061,22 +1071,48 @@ class Evaluator:
         released, so that nothing of the candidate's runs while anything is timed; then
         the reservation again, and inside it the GPU lock again (shared for the trials,
         exclusive for timing). Nothing waits for a lock while it holds a candidate worker.
+
+        Builds the load deferred to kz's trusted builder are made once that worker is
+        killed and the GPU lock and the reservation are given back (only the executor,
+        which has run nothing yet, is kept); then the candidate loads again in a fresh
+        worker, as at first. A cold ``load_inline`` build takes tens of seconds of nvcc,
+        and made with the GPU held shared it held back every neighbour's timing (an
+        exclusive take waits for every shared holder), and every shared take behind it.
         """
         environment = self._environment()
         waiting_started = time.perf_counter()
         with self.contention.hold("executor", self._executor_pool.acquire()) as executor:
-            with self._reservation(reference), self._gpu.shared(), self.contention.hold("candidate worker", self._candidate_pool.acquire()) as worker:
-                timings = attrs.evolve(timings, waiting_s=time.perf_counter() - waiting_started)
-                load_started = time.perf_counter()
-                recorded = None
-                reply, failure = self._load(worker, candidate, problem)
-                if failure is None:
-                    findings += [Finding("backend", note, Severity.INFO) for note in reply["notes"]]
-                    reply, failure = call_worker(worker, self._record_request(problem, reference), self.config.compile_timeout_s + self.config.run_timeout_s, "recording forward")
-                    # The recording's own sealed file: its constants go to its executor by it
-                    recorded = getattr(worker, "reply_file", None) if failure is None else None
-                timings = attrs.evolve(timings, compile_s=time.perf_counter() - load_started)
-                worker.kill()  # nothing of the candidate's runs from here on
+            made: set[str] = set()
+            deferred_count, build_s = 0, 0.0
+            for _ in range(MAX_BUILD_ROUNDS):
+                with self._reservation(reference), self._gpu.shared(), self.contention.hold("candidate worker", self._candidate_pool.acquire()) as worker:
+                    timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - waiting_started)
+                    load_started = time.perf_counter()
+                    recorded = None
+                    reply, failure, deferred = self._load_once(worker, candidate, problem, made)
+                    if failure is None and deferred is None:
+                        if deferred_count:
+                            reply["notes"].append(_build_note(deferred_count, build_s))
+                        findings += [Finding("backend", note, Severity.INFO) for note in reply["notes"]]
+                        reply, failure = call_worker(worker, self._record_request(problem, reference), self.config.compile_timeout_s + self.config.run_timeout_s, "recording forward")
+                        # The recording's own sealed file: its constants go to its executor by it
+                        recorded = getattr(worker, "reply_file", None) if failure is None else None
+                    timings = attrs.evolve(timings, compile_s=(timings.compile_s or 0.0) + time.perf_counter() - load_started)
+                    worker.kill()  # nothing of the candidate's runs from here on
+                if deferred is None:
+                    break
+                # With nothing of the GPU held, and no process of the candidate's left.
+                build_started = time.perf_counter()
+                failure = self._build_deferred(deferred)
+                build_s += time.perf_counter() - build_started
+                timings = attrs.evolve(timings, compile_s=(timings.compile_s or 0.0) + time.perf_counter() - build_started)
+                if failure is not None:
+                    break
+                made.update(_entry_key(entry) for entry in deferred if isinstance(entry, dict))
+                deferred_count += len(deferred)
+                waiting_started = time.perf_counter()
+            else:
+                failure = _deferred_too_often()
             if failure is not None or reply is None:
                 return self._finish(candidate, problem, findings + [failure], started, timings=timings, environment=environment)
             plans, constants, unreplayable = self._received_plans(reply)
@@ -1689,6 +1725,14 @@ def ran_out_of_gpu_memory(result: EvalResult) -> bool:
 
 #: Findings an executor (trusted) may name for a failed replay.
 EXECUTOR_CHECKS = frozenset({"kernel_not_in_source", "kernel_argument", "kernel_out_of_bounds", "not_replayable"})
+
+
+def _build_note(count: int, seconds: float) -> str:
+    return f"kz's trusted builder made {count} build(s) this candidate deferred, in {seconds:.1f} s, now shared"
+
+
+def _deferred_too_often() -> Finding:
+    return Finding("compile_error", f"the candidate deferred builds in {MAX_BUILD_ROUNDS} loads in a row and never loaded")
 
 
 def _entry_key(entry: dict[str, Any]) -> str:

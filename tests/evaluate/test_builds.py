@@ -130,6 +130,58 @@ def test_a_build_deferred_again_once_made_is_not_the_candidates_fault(monkeypatc
     assert loads == ["load", "load"] and len(builds) == 1  # built once, then the repeat is seen
 
 
+@pytest.mark.triton
+def test_a_verified_candidates_deferred_build_is_made_with_nothing_of_the_gpu_held(tmp_path, monkeypatch):
+    """Written against the version before: a verified candidate's deferred builds were made
+    while it held the GPU lock shared (and, for a large problem, its memory reservation),
+    its worker alive, and it loaded again in that same worker. A cold load_inline build
+    is tens of seconds of nvcc, and every neighbour's timing (an exclusive take waits for
+    every shared holder), and every shared take behind it, waited for it. Now the worker
+    is killed and the GPU given back before kz's builder runs, and the candidate loads
+    again in a fresh worker, still correct."""
+    pytest.importorskip("kz_backend_cuda")  # a backend with a builder (cuda_inline); its build is made by the test
+    monkeypatch.setenv("KZ_CACHE_DIR", str(tmp_path / "cache"))
+    from kz_core.evaluate import Evaluator
+    from kz_core.evaluate import evaluator as evaluator_module
+
+    defers = """
+
+def _build_or_defer():
+    import os
+    from kz_core.evaluate import builds
+    if not os.path.isdir(os.path.join(os.environ.get(builds.SHARED_ENV, ""), "cuda_inline", "made-by-the-test")):
+        builds.defer("cuda_inline", {"name": "kz_test_ext", "cuda_sources": ["// made by the test"]})
+
+
+_build_or_defer()
+"""
+    honest = (EXAMPLE_CANDIDATES / "triton" / "1_vector_add.py").read_text()
+    problem = Problem("1_vector_add", (REPO / "examples" / "problems" / "1_vector_add.py").read_text())
+    loaded_in, at_build = [], []
+    call_worker = evaluator_module.call_worker
+
+    def recorded_call(worker, request, *args, **kwargs):
+        if request.get("op") == "load":
+            loaded_in.append(worker)
+        return call_worker(worker, request, *args, **kwargs)
+
+    monkeypatch.setattr(evaluator_module, "call_worker", recorded_call)
+    with Evaluator([problem], eval_config("eval.workers=1")) as evaluator:
+
+        def build(entries):
+            gpu = evaluator._gpu
+            at_build.append({"gpu shared": gpu._shared, "gpu exclusive": gpu._exclusive, "loading worker retired": loaded_in[-1].retired})
+            (evaluator._shared_builds.root / "cuda_inline" / "made-by-the-test").mkdir(parents=True)
+            return None
+
+        monkeypatch.setattr(evaluator, "_build_deferred", build)
+        [result] = evaluator.evaluate([Candidate("1_vector_add", "triton", honest + defers, "deferring")])
+    assert result.verdict is Verdict.CORRECT, result.message
+    assert at_build == [{"gpu shared": 0, "gpu exclusive": False, "loading worker retired": True}]
+    assert len(loaded_in) == 2 and loaded_in[0] is not loaded_in[1]  # loaded again in a fresh worker
+    assert any("made 1 build(s) this candidate deferred" in f.message for f in result.findings), result.findings
+
+
 def test_a_build_the_builder_did_not_finish_is_never_shared(tmp_path, monkeypatch):
     """Written against the version before: a build cut by its timeout (a busy machine) left
     a folder without a record, which was moved into the shared folder all the same; the
