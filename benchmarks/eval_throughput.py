@@ -9,6 +9,13 @@ baseline. The first pass times baselines; the second finds them cached. Usage:
     python benchmarks/eval_throughput.py --problems problems.jsonl --level 1 --device cuda --workers 4
     python benchmarks/eval_throughput.py --problems problems.jsonl --levels 1,2,3 --samples 8 --passes 1   # a sweep
     python benchmarks/eval_throughput.py --problems problems.jsonl --set eval.reservation_overtakes=8   # a setting
+    python benchmarks/eval_throughput.py --problems problems.jsonl --limit 40 --inline 9   # with cold load_inline builds among them
+
+``--inline N`` adds N ``cuda_inline`` candidates (KernelBench's ``load_inline`` format) of
+the example problems that have one (``examples/candidates/cuda_inline``), each with CUDA
+source of its own (a comment), so that each is a cold build by kz's trusted builder, spread
+evenly among the others in the order they start: what the other candidates' timings wait
+for while those build.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override (repeatable), e.g. eval.reservation_footprints=3")
+    parser.add_argument("--inline", type=int, default=0, help="cuda_inline candidates of the example problems, each a cold build, spread among the others")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -65,6 +73,8 @@ def main() -> None:
     candidates = [
         Candidate(p.name, "triton", wrapping_candidate(p.code) + (f"\n# sample {i}\n" if i else ""), f"bench-{i}") for p in problems for i in range(args.samples)
     ]
+    if args.inline:
+        problems, candidates = _with_inline(problems, candidates, args.inline)
     config = load_config(
         None,
         [f"eval.device={args.device}", f"eval.workers={args.workers}", "eval.guards=warn", "eval.baselines=[eager]", "eval.time_budget_ms=300", *args.set],
@@ -89,6 +99,8 @@ def main() -> None:
 
     with Evaluator(problems, config) as evaluator:
         evaluator.warm_up()
+        if args.inline:  # they start where _with_inline put them, not grouped by problem
+            evaluator.schedule = lambda batch, together=None: list(range(len(batch)))
         for number in range(args.passes):
             started = time.perf_counter()
             reserved = budget.byte_seconds if (budget := _budget(evaluator)) else 0.0
@@ -136,6 +148,46 @@ def main() -> None:
                 )
             save(quiet=True)  # each finished pass at once: closing the evaluator takes a while on a GPU
     save()
+
+
+def _with_inline(problems: list, candidates: list, count: int) -> tuple[list, list]:
+    """``count`` cuda_inline candidates of the example problems (each CUDA source made
+    distinct by a comment: a cold build each), put among ``candidates`` at even intervals
+    of the evaluator's own start order, and their problems added."""
+    from kz_core.model import Candidate
+    from kz_core.problems import load_problems
+
+    repo = Path(__file__).resolve().parent.parent
+    sources = sorted((repo / "examples" / "candidates" / "cuda_inline").glob("*.py"))
+    examples = {p.name: p for p in load_problems(str(repo / "examples" / "problems")).problems}
+    usable = [(examples[path.stem], path.read_text()) for path in sources if path.stem in examples]
+    inline = []
+    for i in range(count):
+        problem, code = usable[i % len(usable)]
+        marked = code.replace('cuda_source = r"""', f'cuda_source = r"""// benchmark sample {i}', 1)
+        if marked == code:
+            raise SystemExit(f"examples/candidates/cuda_inline/{problem.name}.py has no cuda_source = r\"\"\" to mark")
+        inline.append(Candidate(problem.name, "cuda_inline", marked, f"inline-{i}"))
+    from kz_core.evaluate.evaluator import Evaluator
+
+    ordered = [candidates[i] for i in Evaluator.schedule(_Order(problems), candidates)]
+    step = max(1, len(ordered) // (count + 1))
+    mixed: list = []
+    for index, candidate in enumerate(ordered):
+        if index and index % step == 0 and inline:
+            mixed.append(inline.pop(0))
+        mixed.append(candidate)
+    mixed += inline
+    names = {p.name for p in problems}
+    return problems + [p for p in examples.values() if p.name not in names and any(c.problem == p.name for c in mixed)], mixed
+
+
+class _Order:
+    """Enough of an evaluator for ``Evaluator.schedule``: its problems by name, on a GPU."""
+
+    def __init__(self, problems: list):
+        self.problems = {p.name: p for p in problems}
+        self.device = "cuda"
 
 
 def _summary(number: int, results: list, elapsed: float, evaluator, config) -> dict:

@@ -202,12 +202,13 @@ for what in "$@"; do
       stage eval_throughput timeout "${KZ_EVAL_S:-150}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl --level 1 --limit "${KZ_EVAL_LIMIT:-40}" --device cuda --workers 4 --out "$OUT/eval_throughput.json"
       stage timing_spread timeout "${KZ_SPREAD_S:-80}" $PY benchmarks/timing_spread.py --device cuda --repeats 6 --methods graph --problems .kb/problems.jsonl --out "$OUT/timing_spread.json" ;;
     throughput)  # eval_throughput alone, cold (its own cache folder): KZ_EVAL_WORKERS, KZ_EVAL_LIMIT, KZ_EVAL_PASSES, KZ_EVAL_IDS (e.g. 19-32: activations),
-      # KZ_EVAL_SET (config overrides, space-separated, e.g. "eval.reservation_footprints=3 eval.reservation_overtakes=8"), KZ_EVAL_TAG (names the log)
+      # KZ_EVAL_SET (config overrides, space-separated, e.g. "eval.reservation_footprints=3 eval.reservation_overtakes=8"), KZ_EVAL_TAG (names the log),
+      # KZ_EVAL_INLINE (cuda_inline candidates among them, each a cold build: --inline)
       tag="w${KZ_EVAL_WORKERS:-4}${KZ_EVAL_TAG:-}"
       monitor_start "$tag"
       KZ_CACHE_DIR=$(mktemp -d) stage "throughput_$tag" timeout "${KZ_EVAL_S:-300}" $PY benchmarks/eval_throughput.py --problems .kb/problems.jsonl \
         --level 1 --limit "${KZ_EVAL_LIMIT:-100}" ${KZ_EVAL_IDS:+--ids "$KZ_EVAL_IDS"} --device cuda --workers "${KZ_EVAL_WORKERS:-4}" --passes "${KZ_EVAL_PASSES:-1}" \
-        "${EVAL_SETS[@]}" --out "$OUT/throughput_$tag.json"
+        ${KZ_EVAL_INLINE:+--inline "$KZ_EVAL_INLINE"} "${EVAL_SETS[@]}" --out "$OUT/throughput_$tag.json"
       monitor_stop "$tag" ;;
     sweep)  # issue 19's sweep: KernelBench levels 1-3, 8 candidates per problem, cold (KZ_EVAL_SET: config overrides, as for throughput;
       # KZ_SWEEP_TAG names its files, for two sweeps in one call)
