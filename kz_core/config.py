@@ -299,7 +299,9 @@ class EvalConfig:
     # are not known to be of a large problem (those reserve what they use), so that a
     # batch of large problems may reserve nearly all of it. On an H100 with 8 workers the
     # shares were 12.9 GB of a 40.5 GB budget (KernelBench level 1 at 16.0 candidates/min
-    # with 8 workers, 20.6 with 4; docs/benchmarks.md, fiftieth session).
+    # with 8 workers, 20.6 with 4; docs/benchmarks.md, fiftieth session). With "in_flight"
+    # the same level 1 run had 11.2 GB more to reserve and waited 18 % less for memory, but
+    # was done only 3-6 s earlier at its marks, within noise (fifty-second session): "workers" stays.
     reservation_set_aside: str = "workers"
     # On a GPU, where a verified candidate's timed outputs too large to move (above
     # eval.transfer_limit_mb) are compared with the reference's: "in_hold", inside the
