@@ -939,19 +939,16 @@ class Evaluator:
         The builds it defers are made here and it loads again in the same worker: the
         path of a backend without trusted kernels, which holds no GPU lock while it loads
         (a verified candidate's builds are made with nothing held: :meth:`_evaluate_verified`)."""
-        made: set[str] = set()
-        count, started = 0, time.perf_counter()
+        builds = _DeferredBuilds()
         for _ in range(MAX_BUILD_ROUNDS):
-            reply, failure, deferred = self._load_once(worker, candidate, problem, made)
+            reply, failure, deferred = self._load_once(worker, candidate, problem, builds.made)
             if deferred is None:
-                if reply is not None and failure is None and count:
-                    reply["notes"].append(_build_note(count, time.perf_counter() - started))
+                if reply is not None and failure is None:
+                    builds.note(reply)
                 return reply, failure
-            built = self._build_deferred(deferred)
+            built = builds.make(self, deferred)
             if built is not None:
                 return None, built
-            made.update(_entry_key(entry) for entry in deferred if isinstance(entry, dict))
-            count += len(deferred)
         return None, _deferred_too_often()
 
     def _load_once(
@@ -1082,17 +1079,15 @@ class Evaluator:
         environment = self._environment()
         waiting_started = time.perf_counter()
         with self.contention.hold("executor", self._executor_pool.acquire()) as executor:
-            made: set[str] = set()
-            deferred_count, build_s = 0, 0.0
+            builds = _DeferredBuilds()
             for _ in range(MAX_BUILD_ROUNDS):
                 with self._reservation(reference), self._gpu.shared(), self.contention.hold("candidate worker", self._candidate_pool.acquire()) as worker:
                     timings = attrs.evolve(timings, waiting_s=(timings.waiting_s or 0.0) + time.perf_counter() - waiting_started)
                     load_started = time.perf_counter()
                     recorded = None
-                    reply, failure, deferred = self._load_once(worker, candidate, problem, made)
+                    reply, failure, deferred = self._load_once(worker, candidate, problem, builds.made)
                     if failure is None and deferred is None:
-                        if deferred_count:
-                            reply["notes"].append(_build_note(deferred_count, build_s))
+                        builds.note(reply)
                         findings += [Finding("backend", note, Severity.INFO) for note in reply["notes"]]
                         reply, failure = call_worker(worker, self._record_request(problem, reference), self.config.compile_timeout_s + self.config.run_timeout_s, "recording forward")
                         # The recording's own sealed file: its constants go to its executor by it
@@ -1103,13 +1098,10 @@ class Evaluator:
                     break
                 # With nothing of the GPU held, and no process of the candidate's left.
                 build_started = time.perf_counter()
-                failure = self._build_deferred(deferred)
-                build_s += time.perf_counter() - build_started
+                failure = builds.make(self, deferred)
                 timings = attrs.evolve(timings, compile_s=(timings.compile_s or 0.0) + time.perf_counter() - build_started)
                 if failure is not None:
                     break
-                made.update(_entry_key(entry) for entry in deferred if isinstance(entry, dict))
-                deferred_count += len(deferred)
                 waiting_started = time.perf_counter()
             else:
                 failure = _deferred_too_often()
@@ -1727,8 +1719,31 @@ def ran_out_of_gpu_memory(result: EvalResult) -> bool:
 EXECUTOR_CHECKS = frozenset({"kernel_not_in_source", "kernel_argument", "kernel_out_of_bounds", "not_replayable"})
 
 
-def _build_note(count: int, seconds: float) -> str:
-    return f"kz's trusted builder made {count} build(s) this candidate deferred, in {seconds:.1f} s, now shared"
+class _DeferredBuilds:
+    """The builds one candidate's loads deferred and kz's trusted builder made, over its
+    load rounds (``Evaluator._load``, ``Evaluator._evaluate_verified``)."""
+
+    def __init__(self) -> None:
+        #: Their :func:`_entry_key`: one deferred again once made is ``not_run``.
+        self.made: set[str] = set()
+        self.count = 0
+        self.seconds = 0.0
+
+    def make(self, evaluator: Evaluator, deferred: Any) -> Finding | None:
+        """Have the builder make ``deferred`` (``Evaluator._build_deferred``); a finding
+        when one cannot be made."""
+        started = time.perf_counter()
+        failure = evaluator._build_deferred(deferred)
+        self.seconds += time.perf_counter() - started
+        if failure is None:
+            self.made.update(_entry_key(entry) for entry in deferred if isinstance(entry, dict))
+            self.count += len(deferred)
+        return failure
+
+    def note(self, reply: dict[str, Any]) -> None:
+        """Say in a load's reply what the builder made for it, if anything."""
+        if self.count:
+            reply["notes"].append(f"kz's trusted builder made {self.count} build(s) this candidate deferred, in {self.seconds:.1f} s, now shared")
 
 
 def _deferred_too_often() -> Finding:
