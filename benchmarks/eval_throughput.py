@@ -73,8 +73,7 @@ def main() -> None:
     candidates = [
         Candidate(p.name, "triton", wrapping_candidate(p.code) + (f"\n# sample {i}\n" if i else ""), f"bench-{i}") for p in problems for i in range(args.samples)
     ]
-    if args.inline:
-        problems, candidates = _with_inline(problems, candidates, args.inline)
+    inline = _inline_candidates(args.inline, problems) if args.inline else []
     config = load_config(
         None,
         [f"eval.device={args.device}", f"eval.workers={args.workers}", "eval.guards=warn", "eval.baselines=[eager]", "eval.time_budget_ms=300", *args.set],
@@ -99,7 +98,8 @@ def main() -> None:
 
     with Evaluator(problems, config) as evaluator:
         evaluator.warm_up()
-        if args.inline:  # they start where _with_inline put them, not grouped by problem
+        if inline:  # at even intervals of the evaluator's own start order, which they keep
+            candidates = _interleave([candidates[i] for i in evaluator.schedule(candidates)], inline)
             evaluator.schedule = lambda batch, together=None: list(range(len(batch)))
         for number in range(args.passes):
             started = time.perf_counter()
@@ -150,10 +150,9 @@ def main() -> None:
     save()
 
 
-def _with_inline(problems: list, candidates: list, count: int) -> tuple[list, list]:
-    """``count`` cuda_inline candidates of the example problems (each CUDA source made
-    distinct by a comment: a cold build each), put among ``candidates`` at even intervals
-    of the evaluator's own start order, and their problems added."""
+def _inline_candidates(count: int, problems: list) -> list:
+    """``count`` cuda_inline candidates of the example problems, each CUDA source made
+    distinct by a comment (a cold build each); their problems are added to ``problems``."""
     from kz_core.model import Candidate
     from kz_core.problems import load_problems
 
@@ -168,26 +167,20 @@ def _with_inline(problems: list, candidates: list, count: int) -> tuple[list, li
         if marked == code:
             raise SystemExit(f"examples/candidates/cuda_inline/{problem.name}.py has no cuda_source = r\"\"\" to mark")
         inline.append(Candidate(problem.name, "cuda_inline", marked, f"inline-{i}"))
-    from kz_core.evaluate.evaluator import Evaluator
-
-    ordered = [candidates[i] for i in Evaluator.schedule(_Order(problems), candidates)]
-    step = max(1, len(ordered) // (count + 1))
-    mixed: list = []
-    for index, candidate in enumerate(ordered):
-        if index and index % step == 0 and inline:
-            mixed.append(inline.pop(0))
-        mixed.append(candidate)
-    mixed += inline
     names = {p.name for p in problems}
-    return problems + [p for p in examples.values() if p.name not in names and any(c.problem == p.name for c in mixed)], mixed
+    problems += [p for p in examples.values() if p.name not in names and any(c.problem == p.name for c in inline)]
+    return inline
 
 
-class _Order:
-    """Enough of an evaluator for ``Evaluator.schedule``: its problems by name, on a GPU."""
-
-    def __init__(self, problems: list):
-        self.problems = {p.name: p for p in problems}
-        self.device = "cuda"
+def _interleave(ordered: list, inline: list) -> list:
+    """``inline`` put among ``ordered`` at even intervals (what is left over, at the end)."""
+    step = max(1, len(ordered) // (len(inline) + 1))
+    left, mixed = list(inline), []
+    for index, candidate in enumerate(ordered):
+        if index and index % step == 0 and left:
+            mixed.append(left.pop(0))
+        mixed.append(candidate)
+    return mixed + left
 
 
 def _summary(number: int, results: list, elapsed: float, evaluator, config) -> dict:
