@@ -5,6 +5,7 @@ itself is covered by ``pytest -m gpu``)."""
 from __future__ import annotations
 
 import time
+import types
 
 import pytest
 import torch
@@ -65,8 +66,16 @@ def test_a_warm_up_counts_the_replays_that_ran_just_before(monkeypatch):
     ran: list[int] = []
     # Warmed for the whole warmup_ms already: only the minimum runs.
     assert timing._warm_up(ran.append, "cuda", settings, minimum=1, warmed_ms=30.0) == 1
-    # Not warmed: steps run until warmup_ms has passed (each step here takes 10 ms).
-    assert timing._warm_up(lambda i: time.sleep(0.01), "cuda", settings, minimum=1) >= 3
+    # Not warmed: steps run until warmup_ms has passed. Each step here takes 10 ms of a
+    # clock of the test's own: a real sleep of 10 ms took 13 ms and more on a busy machine,
+    # and two steps passed 25 ms.
+    clock = [0.0]
+
+    def step(index):
+        clock[0] += 0.01
+
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    assert timing._warm_up(step, "cuda", settings, minimum=1) >= 3
 
 
 def test_on_a_cpu_time_forward_alternates_the_seeds_and_returns_an_output_per_seed():
