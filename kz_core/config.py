@@ -312,6 +312,13 @@ class EvalConfig:
     # sweep ran 23.0 candidates/min against 23.5: no gain measured, so it is not the
     # default (docs/benchmarks.md, fifty-first session).
     timed_outputs_compared: str = "in_hold"
+    # How the `compile` baseline is compiled ahead of its timing (once per problem, by its
+    # reference worker): "fake_first", first on torch's fake tensors (shapes without memory:
+    # nothing runs on the GPU) with no GPU lock held, which fills inductor's and Triton's
+    # caches, then its first real call with the GPU held shared, which loads them; "shared",
+    # all of it with the GPU held shared (on an H100, 5.3 s a KernelBench level 1 problem in
+    # which every timing waited: docs/benchmarks.md, fifty-second session).
+    compile_ahead: str = "fake_first"
 
 
 @dataclass
@@ -718,6 +725,7 @@ RULES: dict[str, dict[str, Any]] = {
         "reservation_overtakes": _at_least(0),
         "reservation_set_aside": _one_of("workers", "in_flight"),
         "timed_outputs_compared": _one_of("in_hold", "after_hold"),
+        "compile_ahead": _one_of("fake_first", "shared"),
     },
     "reward": {"speed_baseline": _one_of("eager", "compile")},
     "coevolve": {

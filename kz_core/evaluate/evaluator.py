@@ -78,6 +78,7 @@ _KEY_EXCLUDED = {
     "reservation_footprints",
     "reservation_overtakes",
     "reservation_set_aside",
+    "compile_ahead",
     "backend",
     "device",
     "devices",

@@ -355,6 +355,7 @@ class ReferenceOps:
         from kz_core.evaluate.execution import make_inputs, synchronize
 
         started = time.perf_counter()
+        hits = _graph_cache_hits()
         try:
             module = self.problem_module(request["problem"])
             model = self.torch.compile(self.build(module.Model, module, request["problem"], request["init_seed"]))
@@ -363,7 +364,48 @@ class ReferenceOps:
         except BaseException as exc:  # noqa: BLE001 - the timing compiles it again, and says why it fails
             self.torch._dynamo.reset()
             return error_reply("baseline", exc)
-        return {"ok": True, "seconds": time.perf_counter() - started}
+        return {"ok": True, "seconds": time.perf_counter() - started, "graph_cache_hits": _graph_cache_hits() - hits}
+
+    def op_compile_baseline_fake(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``op_compile_baseline``'s request on fake tensors: the same ``torch.compile`` of the problem's
+        ``Model`` and first call, made under torch's ``FakeTensorMode`` (tensors with shapes
+        and no memory: no kernel runs, no GPU memory is taken) through a backend that has
+        inductor compile the graph as ``torch.compile`` would, then runs the graph itself on
+        the fake tensors instead of the compiled code. What is kept is on disk: inductor's
+        graph cache and Triton's kernels, in this worker's cache folders, so that the real
+        first call (``op_compile_baseline``, with the GPU held shared) loads them
+        instead of compiling. Dynamo's own compiled code for the fake tensors is dropped
+        (``torch._dynamo.reset``): the real call traces the model again.
+
+        The evaluator sends this with no GPU lock held. The reply counts the GPU memory
+        allocations made meanwhile (``real_allocations``): a problem whose code made real
+        tensors despite the mode (it left it) is named in the evaluator's log."""
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        from kz_core.evaluate.execution import make_init_inputs, make_inputs, restore_flags, seed_everything
+
+        started = time.perf_counter()
+        allocations = _gpu_allocations(self.device)
+        try:
+            module = self.problem_module(request["problem"])
+            with FakeTensorMode():
+                init_inputs = make_init_inputs(module, request["init_seed"])
+                seed_everything(request["init_seed"])
+                # Built with the device as torch's default: a fake parameter cannot be
+                # moved by Module.to (it cannot be swapped in place).
+                with torch.device(self.device):
+                    model = module.Model(*init_inputs)
+                if isinstance(model, torch.nn.Module):
+                    model = model.eval()
+                compiled = torch.compile(model, backend=_compile_only_backend())
+                compiled(*make_inputs(module, request["seed"], self.device))
+        except BaseException as exc:  # noqa: BLE001 - the real first call compiles it, and says why it fails
+            return error_reply("baseline", exc)
+        finally:
+            self.torch._dynamo.reset()
+            restore_flags(self.baseline_flags)
+        return {"ok": True, "seconds": time.perf_counter() - started, "real_allocations": _gpu_allocations(self.device) - allocations}
 
     def op_baseline(self, request: dict[str, Any]) -> dict[str, Any]:
         compiled = _graphs_compiled() if request["mode"] == "compile" else 0
@@ -385,6 +427,38 @@ class ReferenceOps:
         return reply
 
     # -- candidate role -----------------------------------------------------------------
+
+
+def _gpu_allocations(device: str) -> int:
+    """GPU memory allocations torch's caching allocator made so far in this process (0 on
+    a CPU, or before CUDA is initialised)."""
+    import torch
+
+    if not device.startswith("cuda") or not torch.cuda.is_initialized():
+        return 0
+    return int(torch.cuda.memory_stats(device).get("allocation.all.allocated", 0))
+
+
+def _compile_only_backend() -> Any:
+    """``torch.compile``'s own inductor backend with its default options (the same name to
+    dynamo), that compiles the graph and then answers with the graph itself: called on
+    fake tensors, it runs none of the compiled code."""
+    import torch
+
+    class CompileOnly(torch._TorchCompileInductorWrapper):  # type: ignore[misc,name-defined]
+        def __call__(self, model_: Any, inputs_: Any) -> Any:
+            super().__call__(model_, inputs_)
+            return model_
+
+    return CompileOnly(None, None, None)  # mode, options, dynamic: torch.compile's defaults
+
+
+def _graph_cache_hits() -> int:
+    """Graphs inductor found in its graph cache in this process (compiled before, by
+    ``op_compile_baseline_fake``, or another process of the same cache folder)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["fxgraph_cache_hit"])
 
 
 def _graphs_compiled() -> int:

@@ -359,15 +359,39 @@ class ReferenceService:
             if store is not None and store.get(self._baseline_cache_key(problem, "compile", self.timing)) is not None:
                 return
             request = {"op": "compile_baseline", "problem": problem_payload(problem), "init_seed": self.seeds.init, "seed": self.seeds.decoys[0]}
+            prefer = self._compile_on_fake_tensors(problem, request) if self.config.compile_ahead == "fake_first" else None
             with reservation, self.gpu.shared():
                 if key in self._baselines:  # timed while this waited for the lock
                     return
-                with self.worker(problem) as worker:
+                with self.worker(problem, prefer=prefer) as worker:
                     _, failure = call_worker(worker, request, self.config.compile_timeout_s, "compile baseline")
                     if failure is None:
                         self._compiled_ahead[problem.content_hash] = getattr(worker, "worker_pid", None)
             if failure is not None:
                 logger.info("{}: the compile baseline could not be compiled ahead ({}); its timing compiles it", problem.name, failure.message)
+
+    def _compile_on_fake_tensors(self, problem: Problem, request: dict[str, Any]) -> int | None:
+        """With ``eval.compile_ahead=fake_first``: have ``problem``'s reference worker compile
+        the ``compile`` baseline on fake tensors first (``op_compile_baseline_fake``), with
+        no lock and no memory reservation held, since nothing runs on the GPU: inductor's
+        and Triton's compiling, most of a first call's seconds, no longer holds the GPU
+        shared, where every timing waits for it. Gives the pid of the worker that holds the
+        compiled graphs (in its own cache folders), for the real first call to be made
+        there; None when it failed (that call compiles, as before)."""
+        with self.worker(problem) as worker:
+            reply, failure = call_worker(worker, {**request, "op": "compile_baseline_fake"}, self.config.compile_timeout_s, "compile baseline on fake tensors")
+            pid = getattr(worker, "worker_pid", None)
+        if failure is not None or reply is None:
+            logger.info("{}: the compile baseline could not be compiled on fake tensors ({}); its first call compiles it", problem.name, failure.message if failure else "no reply")
+            return None
+        if reply.get("real_allocations"):
+            logger.warning(
+                "{}: the problem's code allocated GPU memory {} times while its compile baseline was compiled on fake tensors, with no GPU lock held "
+                "(it left torch's fake mode); eval.compile_ahead=shared compiles with the GPU held shared",
+                problem.name,
+                reply["real_allocations"],
+            )
+        return pid
 
     def _baseline_cache_key(self, problem: Problem, mode: str, settings: TimingSettings) -> str:
         """The baseline cache's key of ``problem``'s ``mode`` baseline timed with ``settings``."""

@@ -296,6 +296,7 @@ def serve(sock: socket.socket, preapplied_limits: bool = False, sandbox: dict[st
         "reference": worker.op_reference,
         "baseline": worker.op_baseline,
         "compile_baseline": worker.op_compile_baseline,
+        "compile_baseline_fake": worker.op_compile_baseline_fake,
         "footprint": worker.op_footprint,
         "audit": worker.op_audit,
         "validate": worker.op_validate,

@@ -37,10 +37,13 @@ def test_gpu_examples_are_correct_timed_and_compared_with_baselines(gpu_examples
 
 
 def test_gpu_the_compile_baseline_is_compiled_ahead_once_per_problem(gpu_examples, gpu_evaluator):
-    """Each problem's reference worker compiled its ``compile`` baseline once, with the GPU
-    shared, before the first candidate's exclusive hold timed it (``compile_ahead``)."""
+    """Each problem's reference worker compiled its ``compile`` baseline once, on fake
+    tensors with no GPU lock and then with the GPU shared, before the first candidate's
+    exclusive hold timed it (``compile_ahead``)."""
     requests = gpu_evaluator.contention.requests()
-    assert requests.get("reference compile_baseline", {}).get("count") == len({r.problem for r in gpu_examples}), requests
+    problems = len({r.problem for r in gpu_examples})
+    assert requests.get("reference compile_baseline_fake", {}).get("count") == problems, requests
+    assert requests.get("reference compile_baseline", {}).get("count") == problems, requests
 
 
 @pytest.mark.parametrize("path", gpu_cheat_params(cheat_paths()), ids=cheat_id)

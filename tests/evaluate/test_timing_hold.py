@@ -83,11 +83,18 @@ def test_baselines_are_timed_in_the_candidates_exclusive_hold(monkeypatch, examp
 
 
 
-def test_the_compile_baseline_is_compiled_with_the_gpu_shared_before_the_exclusive_hold(monkeypatch, example_problems):
+@pytest.mark.parametrize("compile_ahead", ["fake_first", "shared"])
+def test_the_compile_baseline_is_compiled_with_the_gpu_shared_before_the_exclusive_hold(monkeypatch, example_problems, compile_ahead):
     """Written against the version before, where ``torch.compile``'s first call compiled the
     ``compile`` baseline in the candidate's exclusive hold (seconds to a minute per problem,
     while every other candidate's GPU work waited): its reference worker now compiles it
-    first with the GPU held shared, once per problem, and the hold only times it."""
+    first with the GPU held shared, once per problem, and the hold only times it.
+
+    And against that version, where all of the compiling held the GPU shared (5.3 s a
+    KernelBench level 1 problem on an H100, every timing waiting behind it): with
+    ``fake_first`` (the default) the worker compiles it on fake tensors first with no GPU
+    lock and no memory reservation held, then makes the first real call, in the same
+    worker, with the GPU shared; one that cannot be compiled so is compiled as before."""
     import contextlib
     import types
 
@@ -96,11 +103,14 @@ def test_the_compile_baseline_is_compiled_with_the_gpu_shared_before_the_exclusi
     from kz_core.serialization import to_json_dict
 
     problems = [p for p in example_problems if p.name in ("1_vector_add", "2_scaled_relu")]
-    with Evaluator(problems, eval_config("eval.baselines=[eager,compile]", "eval.timing_method=graph")) as evaluator:
+    config = eval_config("eval.baselines=[eager,compile]", "eval.timing_method=graph", f"eval.compile_ahead={compile_ahead}")
+    with Evaluator(problems, config) as evaluator:
         evaluator.device = evaluator.references.device = "cuda"  # the GPU's path; nothing here runs on a GPU
         gpu, service = evaluator._gpu, evaluator.references
         events: list[tuple[str, int, bool]] = []  # (what, shared holders, held exclusive), in order
-        failing: set[str] = set()
+        failing: set[str] = set()  # problems that cannot be compiled ahead at all
+        failing_fake: set[str] = set()  # problems that cannot be compiled on fake tensors
+        reserved: list[str] = []  # what ran with the candidate's memory reservation held
 
         workers: list[tuple[str, int | None]] = []  # (op, the worker asked for)
         pids = iter(range(100, 200))
@@ -109,13 +119,23 @@ def test_the_compile_baseline_is_compiled_with_the_gpu_shared_before_the_exclusi
         def worker(problem, prefer=None):
             yield types.SimpleNamespace(worker_pid=prefer or next(pids))
 
+        @contextlib.contextmanager
+        def reservation():
+            reserved.append("held")
+            try:
+                yield
+            finally:
+                reserved.append("given back")
+
         def call_worker(worker, request, timeout, stage):
             name = f"{request['mode']} baseline" if request["op"] == "baseline" else request["op"]
             events.append((name, gpu._shared, gpu.held_exclusive()))
             workers.append((name, worker.worker_pid))
+            if request["op"].startswith("compile_baseline"):
+                reserved.append(name)
             if request["op"] == "baseline":
                 return {"stats": to_json_dict(_stats(GRAPH_CLOCK, 2.0))}, None
-            if request["problem"]["name"] in failing:
+            if request["problem"]["name"] in failing or (request["op"] == "compile_baseline_fake" and request["problem"]["name"] in failing_fake):
                 return None, Finding("compile_error", "inductor could not compile it")
             return {"ok": True, "seconds": 1.0}, None
 
@@ -130,28 +150,47 @@ def test_the_compile_baseline_is_compiled_with_the_gpu_shared_before_the_exclusi
         monkeypatch.setattr(service, "worker", worker)
         monkeypatch.setattr(service, "_baseline_store", lambda: None)
         monkeypatch.setattr(evaluator, "_time_candidate", time_candidate)
+        monkeypatch.setattr(evaluator, "_reservation", lambda reference: reservation())
         seed = evaluator.seeds.timing[0]
         reference = ReferenceRecord(trials={seed: {"input_bytes": 1 << 20, "output_meta": [{"nbytes": 1 << 20}]}})
         add, relu = sorted(problems, key=lambda p: p.name)
+        fake = [("compile_baseline_fake", 0, False)] if compile_ahead == "fake_first" else []
 
         fields = evaluator._time(None, add, reference, [], verified=True)
         assert fields["speedups"] == {"eager": 2.0, "compile": 2.0}
-        assert events == [("compile_baseline", 1, False), ("time", 0, True), ("eager baseline", 0, True), ("compile baseline", 0, True)]
-        # Timed by the worker that compiled it (when idle: WorkerPool.acquire's prefer).
+        assert events == [*fake, ("compile_baseline", 1, False), ("time", 0, True), ("eager baseline", 0, True), ("compile baseline", 0, True)]
+        # On fake tensors with no memory reserved; the real first call with it reserved.
+        assert reserved == [name for name, _, _ in fake] + ["held", "compile_baseline", "given back"]
+        # The real first call in the worker that compiled on fake tensors (its caches), and
+        # timed by the worker that compiled it (when idle: WorkerPool.acquire's prefer).
         compiled_in = dict(workers)["compile_baseline"]
         assert dict(workers)["compile baseline"] == compiled_in and dict(workers)["eager baseline"] != compiled_in
+        if fake:
+            assert dict(workers)["compile_baseline_fake"] == compiled_in
         # The problem's next candidates: nothing compiled again, the baselines known.
         events.clear()
         evaluator._time(None, add, reference, [], verified=True)
         assert events == [("time", 0, True)]
 
+        # One that cannot be compiled on fake tensors has its first real call compile it,
+        # with the GPU shared, as before.
+        events.clear()
+        failing_fake.add(relu.name)
+        evaluator.references._compiled_ahead.clear()
+        evaluator.references._baselines.clear()
+        fields = evaluator._time(None, relu, reference, [], verified=True)
+        assert events == [*fake, ("compile_baseline", 1, False), ("time", 0, True), ("eager baseline", 0, True), ("compile baseline", 0, True)]
+        assert fields["speedups"] == {"eager": 2.0, "compile": 2.0}
+
         # One that cannot be compiled ahead is timed as before, once: its timing compiles
         # it and says why it fails.
         events.clear()
         failing.add(relu.name)
+        evaluator.references._compiled_ahead.clear()
+        evaluator.references._baselines.clear()
         fields = evaluator._time(None, relu, reference, [], verified=True)
         evaluator._time(None, relu, reference, [], verified=True)
-        assert [what for what, _, _ in events] == ["compile_baseline", "time", "eager baseline", "compile baseline", "time"]
+        assert [what for what, _, _ in events] == [*[name for name, _, _ in fake], "compile_baseline", "time", "eager baseline", "compile baseline", "time"]
         assert fields["speedups"] == {"eager": 2.0, "compile": 2.0}
 
 
@@ -181,6 +220,74 @@ def test_a_reference_worker_s_compile_baseline_compiled_ahead_is_timed_without_c
             assert failure is None and reply["stats"]["trials"] == 3, failure
             compiled.append(reply["graphs_compiled"])
     assert compiled[0] == 0 and compiled[1] >= 1, compiled
+
+
+LINEAR = """
+import torch
+
+N = 64
+
+
+class Model(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.linear = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        return torch.softmax(torch.relu(self.linear(x)) * 2.0, dim=-1)
+
+
+def get_inputs():
+    return [torch.rand(N, 32)]
+
+
+def get_init_inputs():
+    return [32]
+"""
+
+
+def test_a_compile_baseline_compiled_on_fake_tensors_leaves_its_first_real_call_nothing_to_compile(tmp_path):
+    """``op_compile_baseline_fake`` compiles the problem's model (its parameters
+    fake too) through inductor with no tensor memory, and its real first call in the same
+    worker then finds the compiled graph in inductor's cache (torch.compile on the CPU
+    here); the fake tensors' own compiled code is not kept, so the timing after it is of
+    the real compiled model. Before, there was no such request: the real call compiled."""
+    import attrs
+
+    from kz_core.evaluate.calls import call_worker, problem_payload
+    from kz_core.evaluate.timing import TimingSettings
+    from kz_core.model import Problem
+
+    from .conftest import reference_pool
+
+    problem = Problem("p", LINEAR)
+    ahead = {"op": "compile_baseline", "problem": problem_payload(problem), "init_seed": 1, "seed": 6}
+    settings = attrs.asdict(TimingSettings(warmup_ms=0.0, min_trials=3, max_trials=3, budget_ms=0.0, method="events"))
+    timing = {"op": "baseline", "problem": problem_payload(problem), "init_seed": 1, "seeds": [5], "decoys": [6], "mode": "compile", "settings": settings}
+    with reference_pool(tmp_path) as pool, pool.acquire(problem.content_hash) as worker:
+        reply, failure = call_worker(worker, {**ahead, "op": "compile_baseline_fake"}, 600, "compile baseline on fake tensors")
+        assert failure is None and reply["real_allocations"] == 0, failure
+        reply, failure = call_worker(worker, ahead, 600, "compile baseline")
+        assert failure is None and reply["graph_cache_hits"] == 1, (reply, failure)
+        reply, failure = call_worker(worker, timing, 600, "compile baseline")
+        assert failure is None and reply["stats"]["trials"] == 3 and reply["graphs_compiled"] == 0, (reply, failure)
+
+
+def test_a_problem_that_cannot_be_compiled_on_fake_tensors_is_an_error_reply(tmp_path):
+    """A forward that needs real values (here NumPy's) fails on fake tensors: the request
+    says so, as a reply of the baseline stage (the evaluator then has the first real call
+    compile it, as before: ``test_the_compile_baseline_is_compiled_with_the_gpu_shared...``)."""
+    from kz_core.evaluate.calls import call_worker, problem_payload
+    from kz_core.model import Problem
+
+    from .conftest import reference_pool
+
+    code = LINEAR.replace("return torch.softmax(", "x = x + float(x.detach().numpy().sum()) * 0.0\n        return torch.softmax(")
+    problem = Problem("p", code)
+    ahead = {"op": "compile_baseline_fake", "problem": problem_payload(problem), "init_seed": 1, "seed": 6}
+    with reference_pool(tmp_path) as pool, pool.acquire(problem.content_hash) as worker:
+        reply, failure = call_worker(worker, ahead, 600, "compile baseline on fake tensors")
+        assert failure is not None and reply["stage"] == "baseline" and "DataDependent" in reply["message"], reply
 
 
 @pytest.mark.parametrize("first_ratio", [1.6, 5.2], ids=["somewhat slower", "memoising"])
