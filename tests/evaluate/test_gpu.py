@@ -46,6 +46,26 @@ def test_gpu_the_compile_baseline_is_compiled_ahead_once_per_problem(gpu_example
     assert requests.get("reference compile_baseline", {}).get("count") == problems, requests
 
 
+def test_gpu_a_compile_baseline_compiled_on_fake_tensors_allocates_nothing_and_its_first_real_call_loads_it(gpu_evaluator):
+    """On the GPU, ``op_compile_baseline_fake`` makes no GPU allocation (no tensor of the
+    problem's is real: nothing is computed) and the first real call in the same worker
+    finds the graph in inductor's cache."""
+    from kz_core.evaluate.calls import call_worker, problem_payload
+    from kz_core.model import Problem
+
+    service = gpu_evaluator.references
+    problem = Problem("gpu_fake_compile", LINEAR_PROBLEM)
+    request = {"op": "compile_baseline_fake", "problem": problem_payload(problem), "init_seed": 3, "seed": 4}
+    with service.worker(problem) as worker:
+        reply, failure = call_worker(worker, request, 600, "compile baseline on fake tensors")
+        pid = worker.worker_pid
+    assert failure is None and reply["real_allocations"] == 0, (reply, failure)
+    with gpu_evaluator._gpu.shared(), service.worker(problem, prefer=pid) as worker:
+        assert worker.worker_pid == pid
+        reply, failure = call_worker(worker, {**request, "op": "compile_baseline"}, 600, "compile baseline")
+    assert failure is None and reply["graph_cache_hits"] >= 1, (reply, failure)
+
+
 @pytest.mark.parametrize("path", gpu_cheat_params(cheat_paths()), ids=cheat_id)
 def test_gpu_every_cheat_is_caught(path, gpu_evaluator):
     header = cheat_header(path)
