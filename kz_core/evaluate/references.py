@@ -384,12 +384,12 @@ class ReferenceService:
         if failure is not None or reply is None:
             logger.info("{}: the compile baseline could not be compiled on fake tensors ({}); its first call compiles it", problem.name, failure.message if failure else "no reply")
             return None
-        if reply.get("real_allocations"):
+        if reply.get("problem_allocations"):
             logger.warning(
                 "{}: the problem's code allocated GPU memory {} times while its compile baseline was compiled on fake tensors, with no GPU lock held "
                 "(it left torch's fake mode); eval.compile_ahead=shared compiles with the GPU held shared",
                 problem.name,
-                reply["real_allocations"],
+                reply["problem_allocations"],
             )
         return pid
 

@@ -47,9 +47,9 @@ def test_gpu_the_compile_baseline_is_compiled_ahead_once_per_problem(gpu_example
 
 
 def test_gpu_a_compile_baseline_compiled_on_fake_tensors_allocates_nothing_and_its_first_real_call_loads_it(gpu_evaluator):
-    """On the GPU, ``op_compile_baseline_fake`` makes no GPU allocation (no tensor of the
-    problem's is real: nothing is computed) and the first real call in the same worker
-    finds the graph in inductor's cache."""
+    """On the GPU, ``op_compile_baseline_fake`` makes no real tensor of the problem's (none
+    is computed; torch makes a few small ones of its own while compiling) and the first
+    real call in the same worker finds the graph in inductor's cache."""
     from kz_core.evaluate.calls import call_worker, problem_payload
     from kz_core.model import Problem
 
@@ -59,7 +59,8 @@ def test_gpu_a_compile_baseline_compiled_on_fake_tensors_allocates_nothing_and_i
     with service.worker(problem) as worker:
         reply, failure = call_worker(worker, request, 600, "compile baseline on fake tensors")
         pid = worker.worker_pid
-    assert failure is None and reply["real_allocations"] == 0, (reply, failure)
+    # torch's own allocations while compiling (49 small ones on an H100), none of the problem's.
+    assert failure is None and reply["problem_allocations"] == 0 and reply["allocated_bytes"] < 64 << 20, (reply, failure)
     with gpu_evaluator._gpu.shared(), service.worker(problem, prefer=pid) as worker:
         assert worker.worker_pid == pid
         reply, failure = call_worker(worker, {**request, "op": "compile_baseline"}, 600, "compile baseline")
