@@ -379,11 +379,12 @@ class ReferenceOps:
 
         The evaluator sends this with no GPU lock held. The problem's own code that runs
         here (building the model, drawing the inputs: its forward is only traced) should
-        make no real tensor: the reply counts the GPU memory allocations it made
-        (``problem_allocations``; one that left the fake mode is named in the evaluator's
-        log), and those of the whole request (``allocations``, ``allocated_bytes``): on an
-        H100, 49 for every KernelBench level 1 problem, torch's own while compiling, with
-        48 small copies and no kernel."""
+        make no real tensor: the reply gives the GPU memory bytes allocated meanwhile
+        (``problem_allocated_bytes``; the evaluator's log names a problem with a MiB or
+        more, one whose code left the fake mode), and the allocations and bytes of the
+        whole request (``allocations``, ``allocated_bytes``): torch makes a few small ones
+        of its own (on an H100, 49 allocations for every problem, one of them while the
+        model was built, and 48 small copies, no kernel, while compiling)."""
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -391,7 +392,7 @@ class ReferenceOps:
 
         started = time.perf_counter()
         before = _gpu_allocations(self.device)
-        problem_allocations = 0
+        problem_bytes = 0
         try:
             module = self.problem_module(request["problem"])
             with FakeTensorMode():
@@ -405,7 +406,7 @@ class ReferenceOps:
                 if isinstance(model, torch.nn.Module):
                     model = model.eval()
                 inputs = make_inputs(module, request["seed"], self.device)
-                problem_allocations = _gpu_allocations(self.device)[0] - made[0]
+                problem_bytes = _gpu_allocations(self.device)[1] - made[1]
                 torch.compile(model, backend=_compile_only_backend())(*inputs)
         except BaseException as exc:  # noqa: BLE001 - the real first call compiles it, and says why it fails
             return error_reply("baseline", exc)
@@ -416,7 +417,7 @@ class ReferenceOps:
         return {
             "ok": True,
             "seconds": time.perf_counter() - started,
-            "problem_allocations": problem_allocations,
+            "problem_allocated_bytes": problem_bytes,
             "allocations": after[0] - before[0],
             "allocated_bytes": after[1] - before[1],
         }

@@ -94,6 +94,12 @@ class ReferenceRecord:
         return max((call_bytes(trial) for trial in self.trials.values()), default=0)
 
 
+#: GPU memory the problem's own code may allocate, with torch's, while its ``compile``
+#: baseline is compiled on fake tensors before the log names it (``_compile_on_fake_tensors``):
+#: torch makes an allocation of its own there (a few bytes), a problem's tensor is larger.
+PROBLEM_ALLOCATED_BYTES = 1 << 20
+
+
 class SharedExclusiveLock:
     """Many shared holders or one exclusive holder; a waiting exclusive blocks new shared.
 
@@ -384,12 +390,12 @@ class ReferenceService:
         if failure is not None or reply is None:
             logger.info("{}: the compile baseline could not be compiled on fake tensors ({}); its first call compiles it", problem.name, failure.message if failure else "no reply")
             return None
-        if reply.get("problem_allocations"):
+        if int(reply.get("problem_allocated_bytes") or 0) >= PROBLEM_ALLOCATED_BYTES:
             logger.warning(
-                "{}: the problem's code allocated GPU memory {} times while its compile baseline was compiled on fake tensors, with no GPU lock held "
+                "{}: the problem's code allocated {:.1f} MiB of GPU memory while its compile baseline was compiled on fake tensors, with no GPU lock held "
                 "(it left torch's fake mode); eval.compile_ahead=shared compiles with the GPU held shared",
                 problem.name,
-                reply["problem_allocations"],
+                int(reply["problem_allocated_bytes"]) / (1 << 20),
             )
         return pid
 

@@ -59,8 +59,9 @@ def test_gpu_a_compile_baseline_compiled_on_fake_tensors_allocates_nothing_and_i
     with service.worker(problem) as worker:
         reply, failure = call_worker(worker, request, 600, "compile baseline on fake tensors")
         pid = worker.worker_pid
-    # torch's own allocations while compiling (49 small ones on an H100), none of the problem's.
-    assert failure is None and reply["problem_allocations"] == 0 and reply["allocated_bytes"] < 64 << 20, (reply, failure)
+    # torch's own allocations (49 small ones on an H100, one of them while the model was
+    # built): no tensor of the problem's, whose weight alone is 4 MiB.
+    assert failure is None and reply["problem_allocated_bytes"] < 1 << 20 and reply["allocated_bytes"] < 64 << 20, (reply, failure)
     with gpu_evaluator._gpu.shared(), service.worker(problem, prefer=pid) as worker:
         assert worker.worker_pid == pid
         reply, failure = call_worker(worker, {**request, "op": "compile_baseline"}, 600, "compile baseline")
