@@ -208,8 +208,13 @@ class CandidateOps:
                 laps("draw inputs")
                 # Warm-up calls (Triton compiles and autotunes on the first): fewer for the
                 # later signatures, whose kernels are compiled already.
-                for _ in range(request.get("warmup", 2) if not plans else 1):
+                for call in range(request.get("warmup", 2) if not plans else 1):
                     self._run(model, inputs)
+                    if call == 0 and not plans:
+                        synchronize(self.device)
+                        # Apart, because Triton compiles the candidate's kernels here, with
+                        # the GPU held shared (diagnostics: how much of the hold is host work)
+                        laps("first call")
                 laps("warm-up calls")
                 recorder = Recorder(inputs, limit)
                 output = recorder.call(lambda *xs: self._run(model, list(xs)), inputs)
