@@ -42,6 +42,7 @@ import io
 import linecache
 import math
 import operator
+import re
 import textwrap
 import types
 from typing import Any, NoReturn
@@ -986,18 +987,29 @@ def _shape(tree: ast.AST) -> str:
     return ast.dump(tree)
 
 
-def _verify_text(fn: types.FunctionType, fdef: ast.FunctionDef, kernel: Any) -> None:
-    """Triton re-reads a kernel's text (``inspect.getsourcelines``, then from the first ``def``
-    line; the interpreter from the *last* line starting with ``def ``): it must be the checked tree."""
+#: The name each decorator of a kernel is replaced by while it is built (``extract_kernels``).
+_SAME_LINES = "__kz_same_lines__"
+
+
+def _unchanged(fn: Any) -> Any:
+    return fn
+
+
+def _verify_text(fn: types.FunctionType, fdef: ast.FunctionDef, kernel: Any, first_line: int) -> None:
+    """Triton re-reads a kernel's text (``inspect.getsourcelines``, from ``first_line``: its
+    first decorator's; then from the first ``def`` line; the interpreter from the *last* line
+    starting with ``def ``): it must be the checked tree (``fdef``, without its decorators)."""
     lines, start = inspect.getsourcelines(fn)
-    if start != fdef.lineno or [i for i, line in enumerate(lines) if line.strip().startswith("def ")] != [0]:
+    if start != first_line or [i for i, line in enumerate(lines) if re.match(r"\s*def\b", line)] != [fdef.lineno - start]:
         _fail(fdef, f"kernel {fdef.name!r}: write its def line as `def {fdef.name}(`; no other line of it "
-                    "(strings included) may start with `def `")
+                    "or of its decorators (strings included) may start with `def `")
     for text in ["".join(lines)] + ([kernel.src] if isinstance(getattr(kernel, "src", None), str) else []):
         try:
             body = ast.parse(textwrap.dedent(text)).body
         except SyntaxError:
             body = []
+        if len(body) == 1 and isinstance(body[0], ast.FunctionDef):
+            body[0].decorator_list = []  # read by Triton, never run: the kernel is built without them
         if len(body) != 1 or _shape(body[0]) != _shape(fdef):
             _fail(fdef, f"kernel {fdef.name!r}: the text Triton reads is not the checked syntax tree")
 
@@ -1071,11 +1083,28 @@ def extract_kernels(source: str, filename: str) -> dict[str, object]:
         isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
         for s in tree.body) else 0
     def build(fdef: ast.FunctionDef) -> tuple[types.FunctionType, ast.FunctionDef]:
-        """One checked FunctionDef, without its decorators, made in the restricted namespace."""
+        """One checked FunctionDef, without its decorators, made in the restricted namespace.
+
+        Each decorator is replaced by one that returns the function as it is, on the same
+        lines: the function then starts where the candidate's own does (its first
+        decorator's line, ``co_firstlineno``), which Triton reads and puts in a kernel's
+        cache key (``JITFunction.cache_key``). Without them it started a line or more later,
+        so a kernel an executor built never served a candidate worker's first call of the
+        same source (``kz_backend_triton/cache.py``): each compiled it again, with the GPU
+        held shared (0.87 s a level 1 candidate on an H100, fifty-fourth session)."""
         bare = copy.deepcopy(fdef)
+        bare.decorator_list = [ast.copy_location(ast.Name(id=_SAME_LINES, ctx=ast.Load()), decorator) for decorator in fdef.decorator_list]
+        kept = namespace.get(_SAME_LINES, _unchanged)
+        namespace[_SAME_LINES] = _unchanged
+        try:
+            code = compile(ast.Module(body=[bare], type_ignores=[]), filename, "exec", flags=future, dont_inherit=True)
+            exec(code, namespace)  # noqa: S102 - one checked FunctionDef, in the restricted namespace
+        finally:
+            if kept is _unchanged:
+                namespace.pop(_SAME_LINES, None)
+            else:
+                namespace[_SAME_LINES] = kept
         bare.decorator_list = []
-        code = compile(ast.Module(body=[bare], type_ignores=[]), filename, "exec", flags=future, dont_inherit=True)
-        exec(code, namespace)  # noqa: S102 - one checked FunctionDef, in the restricted namespace
         return namespace.pop(fdef.name), bare
 
     for name, fdef in found.constexpr_functions.items():
@@ -1084,7 +1113,7 @@ def extract_kernels(source: str, filename: str) -> dict[str, object]:
     for qualname, (fdef, kwargs) in found.kernels.items():
         fn, bare = build(fdef)
         kernels[qualname] = triton.jit(fn, **kwargs)
-        _verify_text(fn, bare, kernels[qualname])
+        _verify_text(fn, bare, kernels[qualname], min([fdef.lineno] + [d.lineno for d in fdef.decorator_list]))
     for name, qualname in names.items():
         namespace[name] = kernels[qualname]
     # A kernel kept in a class is found by its qualified name (``Cls.k``, which the recording

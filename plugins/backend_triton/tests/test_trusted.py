@@ -779,6 +779,98 @@ def test_kernels_run_on_a_gpu_as_in_the_candidates_module(tmp_path):
     assert results == dict.fromkeys([p.stem for p in EXAMPLES] + ["features"], True)
 
 
+DECORATED = """
+import triton
+import triton.language as tl
+
+
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})],
+    key=["n"],
+)
+@triton.jit
+def tuned(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit(do_not_specialize=["n"])
+def unspecialized(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+class Holder:
+    @staticmethod
+    @triton.jit
+    def inside(x_ptr, n):
+        pass
+"""
+
+CACHE_KEYS = r"""
+import importlib.util, json, sys
+from pathlib import Path
+from kz_backend_triton.trusted import extract_kernels
+
+def jit_function(value):
+    while not hasattr(value, "cache_key") and hasattr(value, "fn"):
+        value = value.fn  # an autotuner's or heuristics' kernel
+    return value
+
+for index, path in enumerate(sys.argv[1:]):
+    spec = importlib.util.spec_from_file_location(f"kz_keys_{index}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    for name, kernel in extract_kernels(Path(path).read_text(), path).items():
+        owner, _, attribute = name.rpartition(".")
+        own = getattr(getattr(module, owner) if owner else module, attribute, None)
+        if own is None:
+            continue  # a kernel kept in a class, also found by its own name
+        print(json.dumps({"kernel": f"{Path(path).stem}:{name}", "same": jit_function(own).cache_key == kernel.cache_key}))
+"""
+
+
+def test_an_extracted_kernel_has_the_cache_key_of_the_candidate_s_own(tmp_path):
+    """Triton keys a compiled kernel by its text, what it names and the line it starts at
+    (``JITFunction.cache_key``). A candidate worker reads the kernels executors compiled
+    (``kz_backend_triton/cache.py``), so that its first call loads a kernel of the same
+    source instead of compiling it, with the GPU held shared. Built without its decorators,
+    an extracted kernel started at its ``def`` line, not at its first decorator's as the
+    candidate's own does: every key differed and no candidate ever loaded one (0.87 s a level
+    1 candidate's first call on an H100, fifty-fourth session)."""
+    decorated = tmp_path / "decorated.py"
+    decorated.write_text(DECORATED)
+    env = {**os.environ, "TRITON_INTERPRET": "0",
+           "PYTHONPATH": os.pathsep.join([str(REPO / "plugins" / "backend_triton"), os.environ.get("PYTHONPATH", "")])}
+    paths = [str(p) for p in EXAMPLES] + [str(decorated)]
+    done = subprocess.run([sys.executable, "-c", CACHE_KEYS, *paths], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    same = {r["kernel"]: r["same"] for r in map(json.loads, (line for line in done.stdout.splitlines() if line.startswith("{")))}
+    assert {"decorated:tuned", "decorated:unspecialized", "decorated:Holder.inside"} <= set(same)
+    assert len(same) > 3 and all(same.values()), same
+
+
+def test_a_def_line_in_a_kernel_s_decorators_is_refused():
+    """Triton reads a kernel's text from its first decorator's line on (and then from the
+    first line starting with ``def``): a ``def`` line in a decorator's string would make
+    it read other text than the checked tree."""
+    source = (
+        "import triton\n"
+        "import triton.language as tl\n"
+        "\n"
+        '@triton.jit(do_not_specialize=["""\n'
+        "def copy_kernel(x_ptr, out_ptr, n):\n"
+        "    pass\n"
+        '"""])\n'
+        "def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n"
+        "    pass\n"
+    )
+    with pytest.raises(KernelExtractionError) as info:
+        extract_kernels(source, f"<kz-test-source-{next(SOURCE_NAMES)}>")
+    assert "no other line of it or of its decorators" in str(info.value)
+
+
 def test_a_launch_gives_tensors_to_plain_parameters_only():
     """Written against the version before, where the executor launched a kernel with
     whatever the plan held: a dict of the input and output tensors given to a
