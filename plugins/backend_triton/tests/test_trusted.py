@@ -851,6 +851,41 @@ def test_an_extracted_kernel_has_the_cache_key_of_the_candidate_s_own(tmp_path):
     assert len(same) > 3 and all(same.values()), same
 
 
+CACHE_HIT = r"""
+import importlib.util, os, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kz_backend_triton.trusted import extract_kernels
+
+path = sys.argv[1]
+spec = importlib.util.spec_from_file_location("kz_hit", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+for kernel in (extract_kernels(open(path).read(), path)["unspecialized"], module.unspecialized):
+    triton.compile(ASTSource(kernel, signature, {(3,): 64}), target=GPUTarget("cuda", 90, 32))
+    print(len(os.listdir(os.environ["TRITON_CACHE_DIR"])))
+"""
+
+
+def test_a_kernel_an_executor_compiled_is_a_cache_hit_for_the_candidate_s_own(tmp_path):
+    """The same, through Triton's compiler for an H100/H200 target (no GPU needed): the
+    extracted kernel compiled first (as an executor does), the candidate's own kernel of the
+    same source finds it in the cache and adds nothing (before: a second entry, compiled)."""
+    import triton.backends
+
+    if "nvidia" not in getattr(triton.backends, "backends", {}):
+        pytest.skip("Triton's NVIDIA backend is not installed")
+    decorated = tmp_path / "decorated.py"
+    decorated.write_text(DECORATED)
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(REPO / "plugins" / "backend_triton"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", CACHE_HIT, str(decorated)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.split() == ["1", "1"], done.stdout
+
+
 def test_a_def_line_in_a_kernel_s_decorators_is_refused():
     """Triton reads a kernel's text from its first decorator's line on (and then from the
     first line starting with ``def``): a ``def`` line in a decorator's string would make
