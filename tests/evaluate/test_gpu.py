@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kz_core.evaluate.references import PROBLEM_ALLOCATED_BYTES
 from kz_core.model import Candidate, Severity, Verdict
 
 from .conftest import LINEAR_PROBLEM, cheat_candidate, cheat_header, cheat_id, cheat_paths, example_candidates, gpu_cheat_params, wrong_output_family
@@ -61,7 +62,7 @@ def test_gpu_a_compile_baseline_compiled_on_fake_tensors_allocates_nothing_and_i
         pid = worker.worker_pid
     # torch's own allocations (49 small ones on an H100, one of them while the model was
     # built): no tensor of the problem's, whose weight alone is 4 MiB.
-    assert failure is None and reply["problem_allocated_bytes"] < 1 << 20 and reply["allocated_bytes"] < 64 << 20, (reply, failure)
+    assert failure is None and reply["problem_allocated_bytes"] < PROBLEM_ALLOCATED_BYTES and reply["allocated_bytes"] < 64 << 20, (reply, failure)
     with gpu_evaluator._gpu.shared(), service.worker(problem, prefer=pid) as worker:
         assert worker.worker_pid == pid
         reply, failure = call_worker(worker, {**request, "op": "compile_baseline"}, 600, "compile baseline")

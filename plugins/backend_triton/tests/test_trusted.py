@@ -750,15 +750,20 @@ for path in paths:
 """
 
 
+def script_without_interpreter(script: str, *args: str, **env: str) -> str:
+    """``script``'s output, run by a fresh Python with Triton compiling (no interpreter)."""
+    env = {**os.environ, "TRITON_INTERPRET": "0", **env,
+           "PYTHONPATH": os.pathsep.join([str(REPO / "plugins" / "backend_triton"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
 def run_without_interpreter(mode: str, tmp_path: Path) -> dict[str, bool]:
     features = tmp_path / "features.py"
     features.write_text(GPU_FEATURES)
-    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(tmp_path / "cache"),
-           "TRITON_DEFAULT_FP_FUSION": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "plugins" / "backend_triton"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", GPU_SCRIPT, mode, str(REPO), str(features)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    stdout = script_without_interpreter(GPU_SCRIPT, mode, str(REPO), str(features), TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_DEFAULT_FP_FUSION="1")
+    results = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     return {r["kernel"]: r["ok"] for r in results}
 
 
@@ -841,12 +846,8 @@ def test_an_extracted_kernel_has_the_cache_key_of_the_candidate_s_own(tmp_path):
     1 candidate's first call on an H100, fifty-fourth session)."""
     decorated = tmp_path / "decorated.py"
     decorated.write_text(DECORATED)
-    env = {**os.environ, "TRITON_INTERPRET": "0",
-           "PYTHONPATH": os.pathsep.join([str(REPO / "plugins" / "backend_triton"), os.environ.get("PYTHONPATH", "")])}
-    paths = [str(p) for p in EXAMPLES] + [str(decorated)]
-    done = subprocess.run([sys.executable, "-c", CACHE_KEYS, *paths], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    same = {r["kernel"]: r["same"] for r in map(json.loads, (line for line in done.stdout.splitlines() if line.startswith("{")))}
+    stdout = script_without_interpreter(CACHE_KEYS, *map(str, EXAMPLES), str(decorated))
+    same = {r["kernel"]: r["same"] for r in map(json.loads, (line for line in stdout.splitlines() if line.startswith("{")))}
     assert {"decorated:tuned", "decorated:unspecialized", "decorated:Holder.inside"} <= set(same)
     assert len(same) > 3 and all(same.values()), same
 
@@ -879,11 +880,8 @@ def test_a_kernel_an_executor_compiled_is_a_cache_hit_for_the_candidate_s_own(tm
         pytest.skip("Triton's NVIDIA backend is not installed")
     decorated = tmp_path / "decorated.py"
     decorated.write_text(DECORATED)
-    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(tmp_path / "cache"),
-           "PYTHONPATH": os.pathsep.join([str(REPO / "plugins" / "backend_triton"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", CACHE_HIT, str(decorated)], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.split() == ["1", "1"], done.stdout
+    stdout = script_without_interpreter(CACHE_HIT, str(decorated), TRITON_CACHE_DIR=str(tmp_path / "cache"))
+    assert stdout.split() == ["1", "1"], stdout
 
 
 def test_a_def_line_in_a_kernel_s_decorators_is_refused():
